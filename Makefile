@@ -1,0 +1,30 @@
+# `make train` and `make test` are all a fresh machine needs: each creates .venv when it
+# is missing and installs jaxsac with its requirements into it first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.jaxsac-installed
+PYTEST_ARGS ?=
+
+.PHONY: install train test lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): setup.cfg requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt -e '.[dev]'
+	touch $(STAMP)
+
+train: $(STAMP)
+	$(PY) -m experiments.train --tuned Pendulum-v1 --total-env-steps 20000 --log-dir runs/pendulum
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+test: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache .hypothesis

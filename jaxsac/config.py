@@ -1,0 +1,208 @@
+"""SACConfig: every setting of a jaxsac run in one frozen, validated, hashable dataclass.
+
+The defaults are those of REFERENCE.md ("Defaults"). A config is static: it is hashed as a
+`jax.jit` static argument and never traced. Values that must vary under `vmap` (learning
+rates, tau, initial alpha, gamma in a sweep) are passed to `make_train` separately.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any, Literal
+
+BACKENDS = ("auto", "jax", "gymnasium")
+ACTIVATIONS = ("relu", "tanh", "elu", "gelu", "silu", "leaky_relu")
+CRITIC_LOSSES = ("mse", "huber")
+VECTORIZATIONS = ("sync", "async")
+
+
+@dataclasses.dataclass(frozen=True)
+class SACConfig:
+    """Configuration of one SAC run (environment, hyperparameters, logging, checkpoints).
+
+    `n_step` is an int (fixed n) or a pair `(n_min, n_max)`: each sample draws n
+    uniformly from {n_min, ..., n_max}. `target_entropy` is a float or "auto" (-|A|).
+    `utd_ratio` is gradient steps per env step: `round(utd_ratio * num_envs)` per
+    training step, or one every `1 / utd_ratio` env steps when that is below one.
+    """
+
+    # Environment and run.
+    env_id: str = "Pendulum-v1"
+    backend: Literal["auto", "jax", "gymnasium"] = "auto"
+    num_envs: int = 1
+    vectorization: Literal["sync", "async"] = "sync"
+    seed: int = 0
+    total_env_steps: int = 100_000
+    learning_starts: int = 1_500
+    max_env_restarts: int = 3
+    normalize_obs: bool = False
+
+    # SAC hyperparameters (REFERENCE.md).
+    gamma: float = 0.99
+    tau: float = 0.005
+    batch_size: int = 256
+    buffer_capacity: int = 1_000_000
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    alpha_lr: float = 3e-4
+    initial_alpha: float = 1.0
+    learn_alpha: bool = True
+    target_entropy: float | Literal["auto"] = "auto"
+    n_step: int | tuple[int, int] = 1
+    num_q: int = 2
+    utd_ratio: float = 1.0
+    target_network_update_freq: int = 1
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    activation: Literal["relu", "tanh", "elu", "gelu", "silu", "leaky_relu"] = "relu"
+    critic_loss: Literal["mse", "huber"] = "mse"
+    grad_clip: float | None = None
+
+    # Prioritized replay.
+    prioritized: bool = False
+    priority_alpha: float = 0.6
+    priority_beta: float = 0.4
+    priority_beta_final: float | None = None
+    priority_beta_steps: int = 0
+    priority_eps: float = 1e-6
+
+    # Logging, evaluation, checkpoints.
+    log_every: int = 1_000
+    eval_every: int = 5_000
+    eval_episodes: int = 10
+    log_dir: str | None = None
+    checkpoint_dir: str | None = None
+    checkpoint_every: int = 0
+    checkpoint_buffer: bool = True
+    max_to_keep: int = 3
+    resume: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("n_step", "hidden_sizes"):
+            value = getattr(self, name)
+            if isinstance(value, list):  # from JSON or a CLI
+                object.__setattr__(self, name, tuple(value))
+        _validate(self)
+
+    @property
+    def n_step_range(self) -> tuple[int, int]:
+        """`(n_min, n_max)`, both included; `(n, n)` for a fixed n."""
+        if isinstance(self.n_step, int):
+            return (self.n_step, self.n_step)
+        return tuple(self.n_step)  # type: ignore[return-value]
+
+    def resolved_target_entropy(self, act_dim: int) -> float:
+        """H̄: the configured float, or -|A| for "auto"."""
+        if self.target_entropy == "auto":
+            return -float(act_dim)
+        return float(self.target_entropy)
+
+    def replace(self, **changes: Any) -> SACConfig:
+        """A copy with `changes` applied (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict of JSON-compatible values (tuples become lists)."""
+        return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> SACConfig:
+        """Inverse of `to_dict`; unknown keys raise `ValueError` naming them."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"SACConfig: unknown field(s) {unknown}; known fields: {sorted(known)}")
+        return cls(**values)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> SACConfig:
+        return cls.from_dict(json.loads(text))
+
+
+def _jsonable(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _fail(name: str, value: Any, allowed: str) -> None:
+    raise ValueError(f"SACConfig.{name}={value!r} is invalid: must be {allowed}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_int(config: SACConfig, name: str, minimum: int) -> None:
+    value = getattr(config, name)
+    if not _is_int(value) or value < minimum:
+        _fail(name, value, f"an integer >= {minimum}")
+
+
+def _check_real(config: SACConfig, name: str, low: float, high: float, *, open_low: bool) -> None:
+    value = getattr(config, name)
+    below = value <= low if open_low else value < low
+    if not _is_real(value) or below or value > high:
+        bracket = "(" if open_low else "["
+        _fail(name, value, f"a finite number in {bracket}{low}, {high}]")
+
+
+def _check_choice(config: SACConfig, name: str, choices: tuple[str, ...]) -> None:
+    value = getattr(config, name)
+    if value not in choices:
+        _fail(name, value, f"one of {list(choices)}")
+
+
+def _validate(c: SACConfig) -> None:
+    if not isinstance(c.env_id, str) or not c.env_id:
+        _fail("env_id", c.env_id, "a non-empty gymnasium environment id")
+    _check_choice(c, "backend", BACKENDS)
+    _check_choice(c, "vectorization", VECTORIZATIONS)
+    _check_choice(c, "activation", ACTIVATIONS)
+    _check_choice(c, "critic_loss", CRITIC_LOSSES)
+    for name in ("num_envs", "batch_size", "num_q", "target_network_update_freq"):
+        _check_int(c, name, 1)
+    for name in ("total_env_steps", "learning_starts", "max_env_restarts", "seed",
+                 "priority_beta_steps", "checkpoint_every"):
+        _check_int(c, name, 0)
+    for name in ("log_every", "eval_every", "eval_episodes", "max_to_keep"):
+        _check_int(c, name, 1)
+    _check_int(c, "buffer_capacity", c.num_envs)
+    if c.buffer_capacity % c.num_envs:
+        _fail("buffer_capacity", c.buffer_capacity,
+              f"a multiple of num_envs={c.num_envs} (each env gets an equal ring)")
+    _check_real(c, "gamma", 0.0, 1.0, open_low=False)
+    _check_real(c, "tau", 0.0, 1.0, open_low=True)
+    for name in ("actor_lr", "critic_lr", "alpha_lr", "initial_alpha"):
+        _check_real(c, name, 0.0, math.inf, open_low=True)
+    _check_real(c, "utd_ratio", 0.0, math.inf, open_low=True)
+    _check_real(c, "priority_alpha", 0.0, math.inf, open_low=False)
+    _check_real(c, "priority_beta", 0.0, 1.0, open_low=False)
+    _check_real(c, "priority_eps", 0.0, math.inf, open_low=True)
+    if c.priority_beta_final is not None:
+        _check_real(c, "priority_beta_final", 0.0, 1.0, open_low=False)
+    if c.grad_clip is not None:
+        _check_real(c, "grad_clip", 0.0, math.inf, open_low=True)
+    if not (c.target_entropy == "auto" or _is_real(c.target_entropy)):
+        _fail("target_entropy", c.target_entropy, '"auto" or a finite number')
+    _validate_n_step(c.n_step)
+    if (not isinstance(c.hidden_sizes, tuple) or not c.hidden_sizes
+            or not all(_is_int(h) and h >= 1 for h in c.hidden_sizes)):
+        _fail("hidden_sizes", c.hidden_sizes, "a non-empty tuple of positive integers")
+
+
+def _validate_n_step(n_step: Any) -> None:
+    if _is_int(n_step):
+        if n_step < 1:
+            _fail("n_step", n_step, "an integer >= 1 or a pair (n_min, n_max) with 1 <= n_min <= n_max")
+        return
+    if (isinstance(n_step, tuple) and len(n_step) == 2 and all(_is_int(n) for n in n_step)
+            and 1 <= n_step[0] <= n_step[1]):
+        return
+    _fail("n_step", n_step, "an integer >= 1 or a pair (n_min, n_max) with 1 <= n_min <= n_max")

@@ -1,0 +1,56 @@
+"""The records that flow between env runners, the replay buffer and the learner.
+
+Both are NamedTuples, so they are pytrees: `jit`, `vmap` and `tree_map` see their fields.
+Shapes below are for one item; a batch adds leading axes (`[num_envs]` for a `Step` from
+a vectorised runner, `[batch_size]` for a `Batch`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+
+
+class Step(NamedTuple):
+    """Exactly what one environment step gave.
+
+    obs: [obs_dim] float32, the observation the action was chosen from.
+    action: [act_dim] float32 in [-1, 1] (the module's action, before env rescaling).
+    reward: [] float32.
+    terminated: [] bool, the episode reached a terminal state.
+    truncated: [] bool, the episode was cut short (time limit, env failure).
+    next_obs: [obs_dim] float32, the observation after the step; when the episode ended
+        this is the final observation (with gymnasium's NEXT_STEP autoreset the next
+        `Step`'s `obs` is that same final observation and its action is ignored).
+    """
+
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    next_obs: jax.Array
+
+
+class Batch(NamedTuple):
+    """A batch of (n-step) transitions for one gradient step, leading axis batch_size (B).
+
+    obs: [B, obs_dim] float32.
+    action: [B, act_dim] float32 in [-1, 1].
+    reward: [B] float32, the n-step discounted sum  sum_{i<k} gamma^i r_{t+i}.
+    next_obs: [B, obs_dim] float32, the observation k steps later.
+    discount: [B] float32, gamma^k, or 0 when the episode terminated within the k steps.
+    n_step: [B] int32, k (1 <= k <= n).
+    weights: [B] float32, importance-sampling weights (ones when sampling uniformly).
+    indices: [B] int32, buffer rows of the samples (what `update_priorities` takes).
+    """
+
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    next_obs: jax.Array
+    discount: jax.Array
+    n_step: jax.Array
+    weights: jax.Array
+    indices: jax.Array
