@@ -112,7 +112,8 @@ class SACConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"SACConfig: unknown field(s) {unknown}; known fields: {sorted(known)}")
+            raise ValueError(
+                f"SACConfig: unknown field(s) {unknown}; known fields: {sorted(known)}")
         return cls(**values)
 
     def to_json(self) -> str:
@@ -198,11 +199,9 @@ def _validate(c: SACConfig) -> None:
 
 
 def _validate_n_step(n_step: Any) -> None:
-    if _is_int(n_step):
-        if n_step < 1:
-            _fail("n_step", n_step, "an integer >= 1 or a pair (n_min, n_max) with 1 <= n_min <= n_max")
-        return
-    if (isinstance(n_step, tuple) and len(n_step) == 2 and all(_is_int(n) for n in n_step)
-            and 1 <= n_step[0] <= n_step[1]):
-        return
-    _fail("n_step", n_step, "an integer >= 1 or a pair (n_min, n_max) with 1 <= n_min <= n_max")
+    fixed_ok = _is_int(n_step) and n_step >= 1
+    range_ok = (isinstance(n_step, tuple) and len(n_step) == 2
+                and all(_is_int(n) for n in n_step) and 1 <= n_step[0] <= n_step[1])
+    if not (fixed_ok or range_ok):
+        _fail("n_step", n_step,
+              "an integer >= 1 or a pair (n_min, n_max) with 1 <= n_min <= n_max")

@@ -1,0 +1,235 @@
+"""The SAC learner: one gradient step on the twin-Q, policy and temperature losses.
+
+`make_learner(config, obs_dim, act_dim)` closes over the static configuration (network
+sizes, loss kind, clipping, target update period) and returns pure `init`, `update` and
+`act` functions. Values that may vary under `vmap` in a sweep (learning rates, tau,
+initial alpha) are leaves of the state (`LearnerState.hparams`), not Python constants.
+
+Shapes: B batch size, N critics, |A| action dimension.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxsac.config import SACConfig
+from jaxsac.networks import Actor, QEnsemble, deterministic_action, sample_action
+from jaxsac.types import Batch
+
+Params = Any
+
+
+class Hyperparams(NamedTuple):
+    """Scalar hyperparameters held as arrays, so a sweep can `vmap` over them."""
+
+    actor_lr: jax.Array
+    critic_lr: jax.Array
+    alpha_lr: jax.Array
+    tau: jax.Array
+    initial_alpha: jax.Array
+
+    @classmethod
+    def from_config(cls, config: SACConfig, **overrides: Any) -> Hyperparams:
+        """The config's values as float32 arrays; `overrides` (possibly traced) win."""
+        values = {name: getattr(config, name) for name in cls._fields}
+        values.update(overrides)
+        return cls(**{k: jnp.asarray(v, jnp.float32) for k, v in values.items()})
+
+
+@flax.struct.dataclass
+class LearnerState:
+    """Everything the learner updates. A pytree: jit, vmap and checkpoint it whole."""
+
+    actor_params: Params
+    critic_params: Params  # leaves with a leading axis N (one slice per critic)
+    target_critic_params: Params
+    log_alpha: jax.Array  # []
+    actor_opt_state: optax.OptState
+    critic_opt_state: optax.OptState
+    alpha_opt_state: optax.OptState
+    step: jax.Array  # [] int32, gradient steps taken
+    hparams: Hyperparams
+
+
+class LossParams(NamedTuple):
+    """The parameters the SAC losses differentiate: actor, critics and log α."""
+
+    actor_params: Params
+    critic_params: Params
+    log_alpha: jax.Array
+
+
+class Learner(NamedTuple):
+    """Pure functions of one SAC learner (see `make_learner`)."""
+
+    init: Any  # (key, hparams=None) -> LearnerState
+    update: Any  # (state, batch, key) -> (state, metrics, td_error [B])
+    act: Any  # (actor_params, obs [..., obs_dim], key, deterministic=False) -> [..., |A|]
+    loss: Any  # (LossParams, target_critic_params, batch, key) -> (sum of losses, aux)
+
+
+def element_loss(kind: str, error: jax.Array) -> jax.Array:
+    """ℓ(x): ½x² ("mse") or Huber with δ = 1 ("huber"), elementwise."""
+    if kind == "huber":
+        return optax.huber_loss(error, delta=1.0)
+    return 0.5 * jnp.square(error)
+
+
+def polyak(params: Params, target_params: Params, tau: jax.Array) -> Params:
+    """θ̄ ← τθ + (1 − τ)θ̄, leafwise."""
+    return jax.tree.map(lambda p, t: tau * p + (1.0 - tau) * t, params, target_params)
+
+
+def _optimizer(grad_clip: float | None) -> optax.GradientTransformation:
+    """Adam's moment scaling (clipped first when asked); the learning rate is applied
+    by `_apply` from the state, so it can be traced."""
+    if grad_clip is None:
+        return optax.scale_by_adam()
+    return optax.chain(optax.clip_by_global_norm(grad_clip), optax.scale_by_adam())
+
+
+def make_learner(config: SACConfig, obs_dim: int, act_dim: int) -> Learner:
+    """Build the pure learner functions for observations [obs_dim] and actions [act_dim]."""
+    for name, value in (("obs_dim", obs_dim), ("act_dim", act_dim)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"make_learner: {name}={value!r} is invalid: must be an integer >= 1")
+    actor = Actor(act_dim, config.hidden_sizes, config.activation)
+    critic = QEnsemble(config.num_q, config.hidden_sizes, config.activation)
+    optimizer = _optimizer(config.grad_clip)
+    target_entropy = config.resolved_target_entropy(act_dim)
+
+    def init(key: jax.Array, hparams: Hyperparams | None = None) -> LearnerState:
+        hparams = Hyperparams.from_config(config) if hparams is None else hparams
+        actor_key, critic_key = jax.random.split(key)
+        dummy_obs = jnp.zeros((1, obs_dim), jnp.float32)
+        dummy_act = jnp.zeros((1, act_dim), jnp.float32)
+        actor_params = actor.init(actor_key, dummy_obs)
+        critic_params = critic.init(critic_key, dummy_obs, dummy_act)
+        log_alpha = jnp.log(hparams.initial_alpha).astype(jnp.float32)
+        return LearnerState(
+            actor_params=actor_params,
+            critic_params=critic_params,
+            target_critic_params=critic_params,
+            log_alpha=log_alpha,
+            actor_opt_state=optimizer.init(actor_params),
+            critic_opt_state=optimizer.init(critic_params),
+            alpha_opt_state=optimizer.init(log_alpha),
+            step=jnp.zeros((), jnp.int32),
+            hparams=hparams,
+        )
+
+    def act(actor_params: Params, obs: jax.Array, key: jax.Array,
+            deterministic: bool = False) -> jax.Array:
+        mean, log_std = actor.apply(actor_params, obs)
+        if deterministic:
+            return deterministic_action(mean)
+        return sample_action(mean, log_std, key)[0]
+
+    def critic_target(actor_params: Params, target_critic_params: Params, batch: Batch,
+                      alpha: jax.Array, key: jax.Array) -> jax.Array:
+        """y = R + d·(min_i Q̄_i(s', a') − α log π(a'|s')), a' ~ π(·|s'); [B], no gradient."""
+        mean, log_std = actor.apply(actor_params, batch.next_obs)
+        next_action, next_log_prob = sample_action(mean, log_std, key)
+        next_q = critic.apply(target_critic_params, batch.next_obs, next_action)
+        soft_value = jnp.min(next_q, axis=0) - alpha * next_log_prob
+        return jax.lax.stop_gradient(batch.reward + batch.discount * soft_value)
+
+    def loss(params: LossParams, target_critic_params: Params, batch: Batch, key: jax.Array):
+        """The three SAC losses at `params`, summed, with gradients routed by stop_gradient.
+
+        The critic loss reaches only the critics, the actor loss only the actor, the
+        temperature loss only log α, so one `jax.grad` of the sum gives each optimizer
+        exactly the gradient of its own loss. Returns (sum, aux): aux holds each loss,
+        td_error [B], q [N, B] and log_prob [B] of the reparameterised actions.
+        """
+        target_key, policy_key = jax.random.split(key)
+        alpha = jnp.exp(jax.lax.stop_gradient(params.log_alpha))
+        frozen_actor = jax.lax.stop_gradient(params.actor_params)
+        target = critic_target(frozen_actor, target_critic_params, batch, alpha, target_key)
+
+        q = critic.apply(params.critic_params, batch.obs, batch.action)  # [N, B]
+        error = q - target
+        qf_loss = jnp.mean(batch.weights * jnp.sum(element_loss(config.critic_loss, error), 0))
+        td_error = jax.lax.stop_gradient(jnp.mean(jnp.abs(error), axis=0))
+
+        mean, log_std = actor.apply(params.actor_params, batch.obs)
+        action, log_prob = sample_action(mean, log_std, policy_key)
+        frozen_critic = jax.lax.stop_gradient(params.critic_params)
+        policy_q = jnp.min(critic.apply(frozen_critic, batch.obs, action), axis=0)
+        policy_loss = jnp.mean(alpha * log_prob - policy_q)
+
+        frozen_log_prob = jax.lax.stop_gradient(log_prob)
+        alpha_loss = -jnp.mean(params.log_alpha * (frozen_log_prob + target_entropy))
+
+        aux = {"qf_loss": qf_loss, "policy_loss": policy_loss, "alpha_loss": alpha_loss,
+               "td_error": td_error, "q": jax.lax.stop_gradient(q),
+               "log_prob": frozen_log_prob}
+        return qf_loss + policy_loss + alpha_loss, aux
+
+    def apply_gradients(params, grads, opt_state, learning_rate):
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        updates = jax.tree.map(lambda u: -learning_rate * u, updates)
+        return optax.apply_updates(params, updates), opt_state
+
+    def update(state: LearnerState, batch: Batch, key: jax.Array):
+        """One gradient step on all three losses, from the parameters before the step.
+
+        batch: `Batch` with leading axis B. Returns (new state, metrics dict of scalars,
+        td_error [B] = mean_i |Q_i(s, a) − y|).
+        """
+        hp = state.hparams
+        params = LossParams(state.actor_params, state.critic_params, state.log_alpha)
+        grads, aux = jax.grad(loss, has_aux=True)(
+            params, state.target_critic_params, batch, key)
+
+        actor_params, actor_opt_state = apply_gradients(
+            state.actor_params, grads.actor_params, state.actor_opt_state, hp.actor_lr)
+        critic_params, critic_opt_state = apply_gradients(
+            state.critic_params, grads.critic_params, state.critic_opt_state, hp.critic_lr)
+        if config.learn_alpha:
+            log_alpha, alpha_opt_state = apply_gradients(
+                state.log_alpha, grads.log_alpha, state.alpha_opt_state, hp.alpha_lr)
+        else:
+            log_alpha, alpha_opt_state = state.log_alpha, state.alpha_opt_state
+
+        step = state.step + 1
+        target_critic_params = polyak(critic_params, state.target_critic_params, hp.tau)
+        if config.target_network_update_freq > 1:
+            due = step % config.target_network_update_freq == 0
+            target_critic_params = jax.tree.map(
+                lambda new, old: jnp.where(due, new, old),
+                target_critic_params, state.target_critic_params)
+
+        new_state = LearnerState(
+            actor_params=actor_params,
+            critic_params=critic_params,
+            target_critic_params=target_critic_params,
+            log_alpha=log_alpha,
+            actor_opt_state=actor_opt_state,
+            critic_opt_state=critic_opt_state,
+            alpha_opt_state=alpha_opt_state,
+            step=step,
+            hparams=hp,
+        )
+        q, td_error = aux["q"], aux["td_error"]
+        metrics = {
+            "qf_loss": aux["qf_loss"],
+            "policy_loss": aux["policy_loss"],
+            "alpha_loss": aux["alpha_loss"],
+            "alpha": jnp.exp(state.log_alpha),
+            "log_alpha": state.log_alpha,
+            "entropy": -jnp.mean(aux["log_prob"]),
+            "q_mean": jnp.mean(q),
+            "q_min": jnp.min(q),
+            "q_max": jnp.max(q),
+            "td_error_mean": jnp.mean(td_error),
+            "target_updates": step // config.target_network_update_freq,
+        }
+        return new_state, metrics, td_error
+
+    return Learner(init=init, update=update, act=act, loss=loss)
