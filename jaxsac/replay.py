@@ -1,0 +1,559 @@
+"""Episode replay buffer: each env step stored once, n-step transitions built at sample time.
+
+`episode_buffer(...)` returns a `ReplayBuffer`, a NamedTuple of five pure functions
+(`init, add, sample, update_priorities, can_sample`) in the style of optax's
+GradientTransformation. The state is a `ReplayState` pytree; every function is `jit`-,
+`vmap`- and `scan`-able, and all randomness comes from the key passed to `sample`.
+
+Storage. Each of the `num_envs` envs owns a time-ordered ring of `capacity // num_envs`
+slots; all envs advance in lockstep, so one `add` writes one slot of every ring. The
+flat row of env `e` at slot `s` is `s * num_envs + e` (these are `Batch.indices`). A row
+holds one observation, one action, the reward and a byte of flags (terminated,
+truncated, reset row); the observation after a row is the observation of the next row
+of the same env, and for each env's newest row it is kept aside in `last_next_obs`.
+With gymnasium's NEXT_STEP autoreset the row after an episode's last step is the reset
+row: its observation is the episode's final observation, and it is never the start of
+a transition. A row is marked as a reset row when it is written, because the previous
+row of its env was terminated or truncated (the first row of each env after `init` is a
+normal row).
+
+n-step transitions (REFERENCE.md, "Episode replay buffer"): from a start row t and an
+n drawn uniformly from {n_min, ..., n_max}, walk forward and stop after a terminated or
+truncated step, after the newest stored step, or after n steps; with k the steps taken,
+reward = sum_{i<k} gamma^i r_{t+i}, next_obs = the observation after step t+k-1,
+discount = 0 if step t+k-1 terminated else gamma^k, n_step = k. The walk never crosses
+an episode boundary and never reaches an overwritten row (it only moves toward newer
+rows and stops at the newest). See docs/replay.md for a worked example.
+
+Prioritized replay (REFERENCE.md, "Prioritized replay") keeps a `TREE_ARITY`-ary sum
+tree and min tree of p^alpha over the rows; reset rows and unwritten rows hold 0 in the
+sum tree (and +inf in the min tree), so they are never drawn.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxsac.types import Batch, Step
+
+__all__ = [
+    "TREE_ARITY",
+    "UNIFORM_CANDIDATES",
+    "Batch",
+    "ReplayBuffer",
+    "ReplayState",
+    "Step",
+    "episode_buffer",
+]
+
+TREE_ARITY = 16
+"""Children per node of the priority trees: depth ceil(log_16 capacity), 5 levels at 10^6."""
+
+UNIFORM_CANDIDATES = 4
+"""Candidate rows drawn per sample in each round of uniform rejection sampling."""
+
+MAX_CAPACITY = 2**30
+
+_TERMINATED = 1
+_TRUNCATED = 2
+_RESET = 4
+_DONE = _TERMINATED | _TRUNCATED
+
+# p^alpha is clipped into this range so that a valid row always has positive mass and the
+# float32 sum of 2^30 leaves cannot overflow.
+_MIN_LEAF = 1e-30
+_MAX_LEAF = 1e28
+
+
+@struct.dataclass
+class ReplayState:
+    """The buffer's state (a pytree). C = capacity, E = num_envs, row = slot * E + env.
+
+    obs: [C, *obs_shape] the observation each step was taken from.
+    action: [C, *act_shape].
+    reward: [C] float32.
+    flags: [C] uint8, bit 0 terminated, bit 1 truncated, bit 2 reset row (not a start).
+    last_next_obs: [E, *obs_shape] the observation after each env's newest row.
+    write_slot: [] int32, the ring slot the next `add` writes.
+    filled_slots: [] int32, slots written so far (at most C // E).
+    num_valid: [] int32, rows that are valid starts (written, not reset rows).
+    priority_sums: tree levels of p^alpha, leaves first, level l of shape
+        [rows_l, TREE_ARITY]; () when sampling uniformly.
+    priority_mins: the same levels holding the min (+inf where no valid row).
+    max_priority: [] float32, p_max (raw |td| + eps, not raised to alpha).
+    priority_updates: [] int32, calls of `update_priorities` (drives the beta schedule).
+    """
+
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    flags: jax.Array
+    last_next_obs: jax.Array
+    write_slot: jax.Array
+    filled_slots: jax.Array
+    num_valid: jax.Array
+    priority_sums: tuple[jax.Array, ...]
+    priority_mins: tuple[jax.Array, ...]
+    max_priority: jax.Array
+    priority_updates: jax.Array
+
+
+class ReplayBuffer(NamedTuple):
+    """The pure functions of an episode replay buffer (see `episode_buffer`)."""
+
+    init: Callable[[Step], ReplayState]
+    add: Callable[[ReplayState, Step], ReplayState]
+    sample: Callable[[ReplayState, jax.Array], Batch]
+    update_priorities: Callable[[ReplayState, jax.Array, jax.Array], ReplayState]
+    can_sample: Callable[[ReplayState], jax.Array]
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _fail(name: str, value: Any, allowed: str) -> None:
+    raise ValueError(f"episode_buffer: {name}={value!r} is invalid: must be {allowed}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value == value
+
+
+def _check_real(name: str, value: Any, low: float, high: float) -> None:
+    if not _is_real(value) or not low <= value <= high:
+        _fail(name, value, f"a number in [{low}, {high}]")
+
+
+def _n_step_range(n_step: Any) -> tuple[int, int]:
+    allowed = "an integer >= 1 or a pair (n_min, n_max) of integers with 1 <= n_min <= n_max"
+    if _is_int(n_step):
+        if n_step < 1:
+            _fail("n_step", n_step, allowed)
+        return int(n_step), int(n_step)
+    if (isinstance(n_step, (tuple, list)) and len(n_step) == 2
+            and all(_is_int(n) for n in n_step) and 1 <= n_step[0] <= n_step[1]):
+        return int(n_step[0]), int(n_step[1])
+    _fail("n_step", n_step, allowed)
+    raise AssertionError  # unreachable
+
+
+def _validate(capacity, num_envs, batch_size, gamma, prioritized, alpha, beta, eps,
+              beta_final, beta_steps) -> None:
+    if not _is_int(num_envs) or num_envs < 1:
+        _fail("num_envs", num_envs, "an integer >= 1")
+    if not _is_int(capacity) or not num_envs <= capacity <= MAX_CAPACITY:
+        _fail("capacity", capacity, f"an integer in [num_envs={num_envs}, {MAX_CAPACITY}]")
+    if capacity % num_envs:
+        _fail("capacity", capacity,
+              f"a multiple of num_envs={num_envs} (each env gets an equal ring)")
+    if not _is_int(batch_size) or batch_size < 1:
+        _fail("batch_size", batch_size, "an integer >= 1")
+    if isinstance(gamma, (numbers.Number, bool)):  # a traced gamma is not checked
+        _check_real("gamma", gamma, 0.0, 1.0)
+    if not isinstance(prioritized, bool):
+        _fail("prioritized", prioritized, "True or False")
+    if not _is_real(alpha) or alpha < 0 or alpha == float("inf"):
+        _fail("alpha", alpha, "a finite number >= 0")
+    _check_real("beta", beta, 0.0, 1.0)
+    if not _is_real(eps) or not 0 < eps < float("inf"):
+        _fail("eps", eps, "a finite number > 0")
+    if beta_final is not None:
+        _check_real("beta_final", beta_final, 0.0, 1.0)
+    if not _is_int(beta_steps) or beta_steps < 0:
+        _fail("beta_steps", beta_steps, "an integer >= 0")
+
+
+def _check_example(example_step: Any) -> None:
+    for name in Step._fields:
+        if not hasattr(example_step, name):
+            raise ValueError(f"init: example_step has no field {name!r}; expected a Step")
+    obs_shape = jnp.shape(example_step.obs)
+    for name, shape in (("reward", ()), ("terminated", ()), ("truncated", ()),
+                        ("next_obs", obs_shape)):
+        got = jnp.shape(getattr(example_step, name))
+        if got != shape:
+            raise ValueError(
+                f"init: example_step.{name} has shape {got}; expected {shape} "
+                "(example_step is one unbatched Step; next_obs has the shape of obs)")
+
+
+def _check_step(state: ReplayState, step: Any, num_envs: int) -> None:
+    obs_shape, act_shape = state.obs.shape[1:], state.action.shape[1:]
+    expected = {"obs": obs_shape, "action": act_shape, "reward": (), "terminated": (),
+                "truncated": (), "next_obs": obs_shape}
+    for name, item_shape in expected.items():
+        if not hasattr(step, name):
+            raise ValueError(f"add: step has no field {name!r}; expected a Step")
+        got = tuple(jnp.shape(getattr(step, name)))
+        want = (num_envs, *item_shape)
+        if got != want:
+            raise ValueError(
+                f"add: step.{name} has shape {got}; expected {want} "
+                f"(leading axis num_envs={num_envs}, then the shape from init's example_step)")
+
+
+def _check_priority_args(indices: Any, td_error: Any) -> None:
+    idx_shape, td_shape = jnp.shape(indices), jnp.shape(td_error)
+    if len(idx_shape) != 1:
+        raise ValueError(f"update_priorities: indices has shape {idx_shape}; expected [batch]")
+    if td_shape != idx_shape:
+        raise ValueError(f"update_priorities: td_error has shape {td_shape}; expected "
+                         f"{idx_shape} (one per index)")
+
+
+# --------------------------------------------------------------------------- priority tree
+
+
+def _tree_level_rows(capacity: int) -> tuple[int, ...]:
+    """Rows of each tree level, leaves first; level l+1 has one node per row of level l."""
+    rows, nodes = [], capacity
+    while True:
+        nodes = -(-nodes // TREE_ARITY)
+        rows.append(nodes)
+        if nodes == 1:
+            return tuple(rows)
+
+
+def _tree_init(capacity: int, fill: float) -> tuple[jax.Array, ...]:
+    return tuple(jnp.full((r, TREE_ARITY), fill, jnp.float32) for r in _tree_level_rows(capacity))
+
+
+def _tree_write(sums: tuple[jax.Array, ...], mins: tuple[jax.Array, ...], leaf: jax.Array,
+                sum_value: jax.Array, min_value: jax.Array):
+    """Sets leaves and recomputes their ancestors from their children; O(M log capacity).
+
+    leaf: [M] int32 leaf ids (= rows). A repeated id must come with the same values, so
+    every write is deterministic. Each node is recomputed as the sum (min) of its
+    children, never updated by a delta, so float32 error does not accumulate.
+    """
+    new_sums, new_mins = [], []
+    node = leaf
+    for level_sum, level_min in zip(sums, mins, strict=True):
+        row, col = node // TREE_ARITY, node % TREE_ARITY
+        level_sum = level_sum.at[row, col].set(sum_value)
+        level_min = level_min.at[row, col].set(min_value)
+        new_sums.append(level_sum)
+        new_mins.append(level_min)
+        sum_value = jnp.sum(level_sum[row], axis=-1)
+        min_value = jnp.min(level_min[row], axis=-1)
+        node = row
+    return tuple(new_sums), tuple(new_mins)
+
+
+def _tree_root(levels: tuple[jax.Array, ...], reduce: Callable) -> jax.Array:
+    return reduce(levels[-1][0])
+
+
+def _tree_sample(sums: tuple[jax.Array, ...], uniforms: jax.Array) -> jax.Array:
+    """Leaf ids drawn with probability leaf / total; uniforms: [B, depth] in [0, 1).
+
+    The descent draws a fresh uniform per level and picks child j with probability
+    child_j / sum(children), so float32 resolution is relative to each node, not to the
+    whole tree. A child is picked only if its mass is positive, so a draw can never
+    land on an empty leaf while the root is positive.
+    """
+    node = jnp.zeros(uniforms.shape[:1], jnp.int32)
+    for depth, level in enumerate(reversed(sums)):
+        children = level[node]  # [B, TREE_ARITY]
+        cumulative = jnp.cumsum(children, axis=-1)
+        target = uniforms[:, depth] * cumulative[:, -1]
+        child = jnp.sum(cumulative <= target[:, None], axis=-1).astype(jnp.int32)
+        # Rounding can put target at the total: take the last child with positive mass.
+        last_positive = TREE_ARITY - 1 - jnp.argmax(children[:, ::-1] > 0, axis=-1)
+        child = jnp.where(child >= TREE_ARITY, last_positive, child)
+        node = node * TREE_ARITY + child
+    return node
+
+
+# --------------------------------------------------------------------------- n-step walk
+
+
+def _n_step_batch(state: ReplayState, start: jax.Array, n: jax.Array, gamma: Any,
+                  num_envs: int, n_max: int, weights: jax.Array) -> Batch:
+    """Builds the n-step transitions from start rows [B] and drawn n [B].
+
+    Gathers n_max rows of reward and flags and two observation rows per sample.
+    """
+    ring = state.obs.shape[0] // num_envs
+    env, slot = start % num_envs, start // num_envs
+    offsets = jnp.arange(n_max, dtype=jnp.int32)
+    walk_slots = (slot[:, None] + offsets) % ring  # [B, n_max]
+    walk_rows = walk_slots * num_envs + env[:, None]
+    flags = state.flags[walk_rows]
+    reward = state.reward[walk_rows]
+    newest_slot = (state.write_slot - 1) % ring
+    is_newest = walk_slots == newest_slot
+    stop = ((flags & _DONE) != 0) | is_newest | (offsets == (n - 1)[:, None])
+    last = jnp.argmax(stop, axis=1).astype(jnp.int32)  # index of the k-th step, k = last + 1
+    n_step = last + 1
+
+    gamma = jnp.asarray(gamma, jnp.float32)
+    powers = gamma ** offsets.astype(jnp.float32)
+    taken = offsets[None, :] <= last[:, None]
+    n_step_reward = jnp.sum(jnp.where(taken, powers * reward, 0.0), axis=1)
+    last_flags = jnp.take_along_axis(flags, last[:, None], axis=1)[:, 0]
+    terminated = (last_flags & _TERMINATED) != 0
+    discount = jnp.where(terminated, 0.0, gamma ** n_step.astype(jnp.float32))
+
+    last_is_newest = jnp.take_along_axis(is_newest, last[:, None], axis=1)[:, 0]
+    next_row = ((slot + n_step) % ring) * num_envs + env
+    obs_extra_dims = (1,) * (state.obs.ndim - 1)
+    next_obs = jnp.where(last_is_newest.reshape(-1, *obs_extra_dims),
+                         state.last_next_obs[env], state.obs[next_row])
+    return Batch(
+        obs=state.obs[start],
+        action=state.action[start],
+        reward=n_step_reward.astype(jnp.float32),
+        next_obs=next_obs,
+        discount=discount.astype(jnp.float32),
+        n_step=n_step,
+        weights=weights.astype(jnp.float32),
+        indices=start.astype(jnp.int32),
+    )
+
+
+def _uniform_starts(state: ReplayState, key: jax.Array, batch_size: int,
+                    num_envs: int) -> jax.Array:
+    """Start rows [B] uniform over valid rows, by exact rejection sampling.
+
+    Candidates are uniform over the written rows (a contiguous prefix of the flat rows,
+    since all envs advance in lockstep); the only written rows that are not valid
+    starts are reset rows, and the first candidate of a sample that is not a reset row
+    is kept. That is rejection sampling, so the kept row is exactly uniform over valid
+    rows. Each round draws UNIFORM_CANDIDATES candidates per sample; further rounds run
+    (in a while_loop) only for samples whose candidates were all reset rows, which is
+    rare: reset rows are at most about half of the written rows (one per episode end),
+    so a round fails with probability <= ~2^-UNIFORM_CANDIDATES, and far less for
+    episodes longer than one step. Cost per round: O(B) gathers of one flag byte.
+    """
+    written = jnp.maximum(state.filled_slots * num_envs, 1)
+
+    def draw(round_key):
+        candidates = jax.random.randint(
+            round_key, (batch_size, UNIFORM_CANDIDATES), 0, written, dtype=jnp.int32)
+        acceptable = (state.flags[candidates] & _RESET) == 0
+        first = jnp.argmax(acceptable, axis=1)
+        chosen = jnp.take_along_axis(candidates, first[:, None], axis=1)[:, 0]
+        return chosen, jnp.any(acceptable, axis=1)
+
+    start, accepted = draw(jax.random.fold_in(key, 0))
+
+    def more_rounds_needed(carry):
+        _, _, accepted = carry
+        return jnp.any(~accepted) & (state.num_valid > 0)
+
+    def another_round(carry):
+        round_index, start, accepted = carry
+        chosen, ok = draw(jax.random.fold_in(key, round_index))
+        return round_index + 1, jnp.where(accepted, start, chosen), accepted | ok
+
+    _, start, _ = jax.lax.while_loop(more_rounds_needed, another_round,
+                                     (jnp.int32(1), start, accepted))
+    return start
+
+
+# --------------------------------------------------------------------------- the factory
+
+
+def episode_buffer(
+    capacity: int,
+    num_envs: int,
+    batch_size: int,
+    n_step: int | tuple[int, int] = 1,
+    gamma: float | jax.Array = 0.99,
+    prioritized: bool = False,
+    alpha: float = 0.6,
+    beta: float = 0.4,
+    eps: float = 1e-6,
+    beta_final: float | None = None,
+    beta_steps: int = 0,
+) -> ReplayBuffer:
+    """An episode replay buffer that builds n-step transitions at sample time.
+
+    Args:
+      capacity: steps stored in all (C); a multiple of num_envs, each env gets a ring of
+        C // num_envs steps; the oldest are overwritten first.
+      num_envs: envs adding one step each per `add` call (E).
+      batch_size: transitions per `sample` (B).
+      n_step: n, or (n_min, n_max): each sample draws n uniformly from n_min..n_max.
+      gamma: the discount; a Python number in [0, 1] or a (possibly traced) JAX scalar.
+      prioritized: sample start rows by priority (p^alpha) instead of uniformly.
+      alpha: priority exponent, >= 0 (0 is uniform over valid rows).
+      beta: importance-sampling exponent in [0, 1].
+      eps: added to |td_error| to give the priority p.
+      beta_final: if given, beta moves linearly from `beta` to `beta_final` over
+        `beta_steps` calls of `update_priorities` (one per sample in a training loop;
+        `sample` does not return a state, so the count advances there), then stays.
+      beta_steps: length of that schedule.
+
+    Returns:
+      ReplayBuffer(init, add, sample, update_priorities, can_sample), all pure:
+        init(example_step) -> state; example_step is one unbatched Step.
+        add(state, step) -> state; step has leading axis E (all envs advance together).
+        sample(state, key) -> Batch with leading axis B.
+        update_priorities(state, indices [B] int32, td_error [B] float32) -> state.
+        can_sample(state) -> [] bool.
+
+    Raises ValueError naming the argument, its value and what is allowed.
+    """
+    _validate(capacity, num_envs, batch_size, gamma, prioritized, alpha, beta, eps,
+              beta_final, beta_steps)
+    n_min, n_max = _n_step_range(n_step)
+    ring = capacity // num_envs
+    alpha, beta, eps = float(alpha), float(beta), float(eps)
+
+    def init(example_step: Step) -> ReplayState:
+        """An empty buffer for steps shaped like `example_step` (one unbatched Step)."""
+        _check_example(example_step)
+        obs = jnp.asarray(example_step.obs)
+        action = jnp.asarray(example_step.action)
+        trees = (_tree_init(capacity, 0.0), _tree_init(capacity, jnp.inf)) if prioritized \
+            else ((), ())
+        return ReplayState(
+            obs=jnp.zeros((capacity, *obs.shape), obs.dtype),
+            action=jnp.zeros((capacity, *action.shape), action.dtype),
+            reward=jnp.zeros((capacity,), jnp.float32),
+            flags=jnp.zeros((capacity,), jnp.uint8),
+            last_next_obs=jnp.zeros((num_envs, *obs.shape), obs.dtype),
+            write_slot=jnp.int32(0),
+            filled_slots=jnp.int32(0),
+            num_valid=jnp.int32(0),
+            priority_sums=trees[0],
+            priority_mins=trees[1],
+            max_priority=jnp.float32(1.0),
+            priority_updates=jnp.int32(0),
+        )
+
+    def add(state: ReplayState, step: Step) -> ReplayState:
+        """Appends one step per env (`step` fields have leading axis num_envs). O(E log C).
+
+        A row whose env's previous row was terminated or truncated is stored as a reset
+        row (never a start). New valid rows get priority p_max^alpha.
+        """
+        _check_step(state, step, num_envs)
+        slot = state.write_slot
+        first_row = slot * num_envs
+        rows = first_row + jnp.arange(num_envs, dtype=jnp.int32)
+        newest_flags = jax.lax.dynamic_slice(state.flags, ((slot - 1) % ring * num_envs,),
+                                             (num_envs,))
+        is_reset = (state.filled_slots > 0) & ((newest_flags & _DONE) != 0)
+        overwritten_flags = jax.lax.dynamic_slice(state.flags, (first_row,), (num_envs,))
+        overwritten_valid = jnp.where(state.filled_slots == ring,
+                                      jnp.sum((overwritten_flags & _RESET) == 0), 0)
+        flags = (jnp.asarray(step.terminated, bool).astype(jnp.uint8) * _TERMINATED
+                 | jnp.asarray(step.truncated, bool).astype(jnp.uint8) * _TRUNCATED
+                 | is_reset.astype(jnp.uint8) * _RESET)
+
+        def write(buffer, values):
+            values = jnp.asarray(values, buffer.dtype)
+            start = (first_row,) + (0,) * (buffer.ndim - 1)
+            return jax.lax.dynamic_update_slice(buffer, values, start)
+
+        state = state.replace(
+            obs=write(state.obs, step.obs),
+            action=write(state.action, step.action),
+            reward=write(state.reward, step.reward),
+            flags=write(state.flags, flags),
+            last_next_obs=jnp.asarray(step.next_obs, state.last_next_obs.dtype),
+            write_slot=(slot + 1) % ring,
+            filled_slots=jnp.minimum(state.filled_slots + 1, ring),
+            num_valid=(state.num_valid - overwritten_valid
+                       + jnp.sum(~is_reset)).astype(jnp.int32),
+        )
+        if prioritized:
+            new_priority = jnp.clip(state.max_priority ** alpha, _MIN_LEAF, _MAX_LEAF)
+            sums, mins = _tree_write(state.priority_sums, state.priority_mins, rows,
+                                     jnp.where(is_reset, 0.0, new_priority),
+                                     jnp.where(is_reset, jnp.inf, new_priority))
+            state = state.replace(priority_sums=sums, priority_mins=mins)
+        return state
+
+    def current_beta(state: ReplayState) -> jax.Array:
+        if beta_final is None:
+            return jnp.float32(beta)
+        if beta_steps == 0:
+            return jnp.float32(beta_final)
+        progress = jnp.minimum(state.priority_updates.astype(jnp.float32) / beta_steps, 1.0)
+        return jnp.float32(beta) + (jnp.float32(beta_final) - jnp.float32(beta)) * progress
+
+    def sample(state: ReplayState, key: jax.Array) -> Batch:
+        """A batch of B n-step transitions (with replacement).
+
+        Uniform: start rows uniform over valid rows by exact rejection sampling (see
+        `_uniform_starts`); weights are ones. Prioritized: start rows with probability
+        p_t^alpha / sum_j p_j^alpha by a descent of the sum tree, O(B log C); weights
+        w_t = (P(t) / min_j P(j))^-beta over valid rows, so max w <= 1.
+        Before `can_sample(state)` is true the batch is arbitrary and its weights are 0.
+        """
+        start_key, n_key = jax.random.split(key)
+        can = can_sample(state)
+        if prioritized:
+            uniforms = jax.random.uniform(start_key, (batch_size, len(state.priority_sums)))
+            start = jnp.minimum(_tree_sample(state.priority_sums, uniforms), capacity - 1)
+            leaf = state.priority_sums[0].reshape(-1)[start]
+            min_leaf = _tree_root(state.priority_mins, jnp.min)
+            weights = jnp.exp(-current_beta(state) * (jnp.log(leaf) - jnp.log(min_leaf)))
+            weights = jnp.where(can, weights, 0.0)
+        else:
+            start = _uniform_starts(state, start_key, batch_size, num_envs)
+            weights = jnp.where(can, jnp.ones((batch_size,), jnp.float32), 0.0)
+        n = jax.random.randint(n_key, (batch_size,), n_min, n_max + 1, dtype=jnp.int32)
+        return _n_step_batch(state, start, n, gamma, num_envs, n_max, weights)
+
+    def update_priorities(state: ReplayState, indices: jax.Array,
+                          td_error: jax.Array) -> ReplayState:
+        """Sets p = |td_error| + eps (stored as p^alpha) for rows `indices`; O(B log C).
+
+        indices: [B] int32 (`Batch.indices`); td_error: [B] float32. p_max grows to the
+        largest p. A repeated index takes the value of its last occurrence (as a loop of
+        single updates would). Indices of rows that are no longer valid (overwritten by a
+        reset row) are ignored. With uniform sampling this returns `state` unchanged.
+        """
+        if not prioritized:
+            return state
+        _check_priority_args(indices, td_error)
+        indices = jnp.clip(jnp.asarray(indices, jnp.int32), 0, capacity - 1)
+        priority = jnp.abs(jnp.asarray(td_error, jnp.float32)) + jnp.float32(eps)
+        valid = ((indices < state.filled_slots * num_envs)
+                 & ((state.flags[indices] & _RESET) == 0))
+        leaf_value = jnp.clip(priority ** alpha, _MIN_LEAF, _MAX_LEAF)
+
+        order = jnp.argsort(indices, stable=True)
+        sorted_indices = indices[order]
+        positions = jnp.arange(indices.shape[0], dtype=jnp.int32)
+        ends_run = jnp.concatenate([sorted_indices[1:] != sorted_indices[:-1],
+                                    jnp.ones((1,), bool)])
+        run_last = jax.lax.cummin(jnp.where(ends_run, positions, indices.shape[0]),
+                                  reverse=True)
+        value = leaf_value[order][run_last]
+        sorted_valid = valid[order]
+        sums, mins = _tree_write(state.priority_sums, state.priority_mins, sorted_indices,
+                                 jnp.where(sorted_valid, value, 0.0),
+                                 jnp.where(sorted_valid, value, jnp.inf))
+        max_priority = jnp.maximum(state.max_priority,
+                                   jnp.max(jnp.where(valid, priority, 0.0)))
+        return state.replace(priority_sums=sums, priority_mins=mins,
+                             max_priority=max_priority,
+                             priority_updates=state.priority_updates + 1)
+
+    def can_sample(state: ReplayState) -> jax.Array:
+        """True ([] bool) once the buffer holds at least one valid start row.
+
+        A valid start row is a written, not-overwritten row that is not a reset row, so
+        this is true after the first `add` (the first row of each env is valid) and
+        stays true unless every stored row is a reset row (possible only when each
+        env's ring holds a single step).
+        """
+        return state.num_valid > 0
+
+    return ReplayBuffer(init, add, sample, update_priorities, can_sample)
