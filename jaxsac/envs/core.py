@@ -1,0 +1,129 @@
+"""The JAX env protocol and the wrappers every JAX env gets: a time limit and autoreset.
+
+A `JaxEnv` is a pair of pure functions over an explicit state pytree, so it can be
+`jit`-ed, `vmap`-ed over many envs and `scan`-ned over time:
+
+    state, obs = env.reset(key)
+    state, obs, reward, terminated, truncated = env.step(state, action, key)
+
+Shapes are for one env: obs [obs_dim] float32, action [act_dim] (in the env's own
+`action_space` units), reward [] float32, terminated / truncated [] bool. Time limits
+set `truncated`, never `terminated`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import gymnasium
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+EnvState = Any
+
+
+@runtime_checkable
+class JaxEnv(Protocol):
+    """What runners need from a JAX-native environment (pure and vmappable)."""
+
+    observation_space: gymnasium.spaces.Box
+    action_space: gymnasium.spaces.Box
+
+    def reset(self, key: jax.Array) -> tuple[EnvState, jax.Array]: ...
+
+    def step(
+        self, state: EnvState, action: jax.Array, key: jax.Array
+    ) -> tuple[EnvState, jax.Array, jax.Array, jax.Array, jax.Array]: ...
+
+
+def default_float() -> jnp.dtype:
+    """float64 under `jax.enable_x64`, else float32 (read at trace time)."""
+    return jnp.zeros(()).dtype
+
+
+@struct.dataclass
+class TimeLimitState:
+    env_state: EnvState
+    elapsed_steps: jax.Array  # [] int32, steps taken in this episode
+
+
+class TimeLimit:
+    """Truncates an episode after `max_episode_steps` steps, like gymnasium's TimeLimit."""
+
+    def __init__(self, env: JaxEnv, max_episode_steps: int):
+        if not isinstance(max_episode_steps, int) or max_episode_steps < 1:
+            raise ValueError(
+                f"TimeLimit: max_episode_steps={max_episode_steps!r} is invalid: "
+                "must be an integer >= 1")
+        self.env = env
+        self.max_episode_steps = max_episode_steps
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+
+    @property
+    def unwrapped(self) -> JaxEnv:
+        return getattr(self.env, "unwrapped", self.env)
+
+    def reset(self, key: jax.Array) -> tuple[TimeLimitState, jax.Array]:
+        env_state, obs = self.env.reset(key)
+        return TimeLimitState(env_state, jnp.zeros((), jnp.int32)), obs
+
+    def step(self, state: TimeLimitState, action: jax.Array, key: jax.Array):
+        env_state, obs, reward, terminated, truncated = self.env.step(
+            state.env_state, action, key)
+        elapsed = state.elapsed_steps + 1
+        truncated = jnp.logical_or(truncated, elapsed >= self.max_episode_steps)
+        return TimeLimitState(env_state, elapsed), obs, reward, terminated, truncated
+
+    def __repr__(self) -> str:
+        return f"TimeLimit({self.env!r}, max_episode_steps={self.max_episode_steps})"
+
+
+@struct.dataclass
+class AutoResetState:
+    env_state: EnvState
+    needs_reset: jax.Array  # [] bool, the last step ended the episode
+
+
+class AutoReset:
+    """Gymnasium's NEXT_STEP autoreset for a JAX env.
+
+    The `step` after a terminated or truncated one resets the env instead of stepping
+    it: its action is ignored and it returns (first obs of the new episode, reward 0,
+    terminated False, truncated False). `state.needs_reset` says whether the next step
+    is such a reset step.
+    """
+
+    def __init__(self, env: JaxEnv):
+        self.env = env
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+
+    @property
+    def unwrapped(self) -> JaxEnv:
+        return getattr(self.env, "unwrapped", self.env)
+
+    def reset(self, key: jax.Array) -> tuple[AutoResetState, jax.Array]:
+        env_state, obs = self.env.reset(key)
+        return AutoResetState(env_state, jnp.zeros((), bool)), obs
+
+    def step(self, state: AutoResetState, action: jax.Array, key: jax.Array):
+        def reset_branch(_):
+            env_state, obs = self.env.reset(key)
+            no = jnp.zeros((), bool)
+            return env_state, obs, jnp.zeros((), jnp.float32), no, no
+
+        def step_branch(_):
+            env_state, obs, reward, terminated, truncated = self.env.step(
+                state.env_state, action, key)
+            return (env_state, obs, reward.astype(jnp.float32),
+                    jnp.asarray(terminated, bool), jnp.asarray(truncated, bool))
+
+        env_state, obs, reward, terminated, truncated = jax.lax.cond(
+            state.needs_reset, reset_branch, step_branch, None)
+        needs_reset = jnp.logical_or(terminated, truncated)
+        return AutoResetState(env_state, needs_reset), obs, reward, terminated, truncated
+
+    def __repr__(self) -> str:
+        return f"AutoReset({self.env!r})"

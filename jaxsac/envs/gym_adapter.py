@@ -1,0 +1,165 @@
+"""Gymnasium envs for the host runner: a picklable env factory, space checks and the
+wrapper that rebuilds an env when it raises (REFERENCE.md "Fault tolerance")."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+
+class EnvFailureError(RuntimeError):
+    """An env kept failing: `max_env_restarts` rebuilds in a row did not help.
+
+    The message names the env (index and id) and the last exception, which is also the
+    `__cause__` when raised in this process.
+    """
+
+
+@dataclasses.dataclass(frozen=True)
+class GymEnvFactory:
+    """Builds `gymnasium.make(env_id, **kwargs)`; picklable, so async workers can use it.
+
+    `observation_space` / `action_space` are read from one probe env, built on first use.
+    """
+
+    env_id: str
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+    def __call__(self) -> gymnasium.Env:
+        return gymnasium.make(self.env_id, **dict(self.kwargs))
+
+    @functools.cached_property
+    def _spaces(self) -> tuple[gymnasium.Space, gymnasium.Space]:
+        env = self()
+        try:
+            return env.observation_space, env.action_space
+        finally:
+            env.close()
+
+    @property
+    def observation_space(self) -> gymnasium.Space:
+        return self._spaces[0]
+
+    @property
+    def action_space(self) -> gymnasium.Space:
+        return self._spaces[1]
+
+
+def gym_env_factory(env_id: str, **kwargs: Any) -> GymEnvFactory:
+    """A factory for a registered gymnasium env id; unknown ids raise `ValueError`."""
+    try:
+        gymnasium.spec(env_id)
+    except gymnasium.error.Error as e:
+        raise ValueError(
+            f"env_id={env_id!r} is not a registered gymnasium environment ({e})") from e
+    return GymEnvFactory(env_id, tuple(sorted(kwargs.items())))
+
+
+SUPPORTED_SPACES = (
+    "supported: a Box action space with finite low and high (continuous actions), and a "
+    "Box observation space of any shape (flattened to float32); Dict, Tuple, Discrete or "
+    "MultiDiscrete observations need a flattening connector (flatten_structured_obs=True)")
+
+
+def check_spaces(observation_space: gymnasium.Space, action_space: gymnasium.Space,
+                 env_name: str, *, flatten_structured_obs: bool = False) -> None:
+    """Raises `ValueError` saying what is supported when the spaces are not."""
+    if not isinstance(action_space, gymnasium.spaces.Box):
+        raise ValueError(
+            f"env {env_name!r}: action_space={action_space} is not supported "
+            f"({type(action_space).__name__} actions; SAC here needs continuous actions); "
+            f"{SUPPORTED_SPACES}")
+    if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
+        raise ValueError(
+            f"env {env_name!r}: action_space={action_space} is not supported (unbounded Box: "
+            "actions in [-1, 1] cannot be rescaled to infinite bounds); "
+            f"{SUPPORTED_SPACES}")
+    if isinstance(observation_space, gymnasium.spaces.Box):
+        return
+    if not flatten_structured_obs:
+        raise ValueError(
+            f"env {env_name!r}: observation_space={observation_space} is not supported "
+            f"without a flattening connector; {SUPPORTED_SPACES}")
+    try:
+        gymnasium.spaces.flatdim(observation_space)
+    except (NotImplementedError, ValueError) as e:
+        raise ValueError(
+            f"env {env_name!r}: observation_space={observation_space} cannot be flattened "
+            f"({e}); {SUPPORTED_SPACES}") from e
+
+
+class RestartOnFailure(gymnasium.Wrapper):
+    """Rebuilds the wrapped env when its `reset` or `step` raises.
+
+    A failed `step` is reported as the end of the episode at its last good step:
+    (last good obs, reward 0, terminated False, truncated True, info["env_failure"]).
+    The vector env's NEXT_STEP autoreset then resets the rebuilt env on the next call.
+    A failed `reset` is retried on a rebuilt env. Every rebuild adds one to
+    info["env_restarts"]. Up to `max_env_restarts` failures in a row (with no
+    successful step in between) are rebuilt; the next one raises `EnvFailureError`.
+    A rebuilt env is reset with a seed derived from (seed, index, restarts), so a
+    seeded run is reproducible.
+    """
+
+    def __init__(self, make_env: GymEnvFactory, index: int, max_env_restarts: int,
+                 seed: int | None = None):
+        super().__init__(make_env())
+        self._make_env = make_env
+        self._index = index
+        self._max_env_restarts = max_env_restarts
+        self._seed = seed
+        self._consecutive_failures = 0
+        self._total_restarts = 0
+        self._reseed = False
+        self._last_obs: Any = None
+
+    def _rebuild(self, error: BaseException) -> None:
+        self._consecutive_failures += 1
+        if self._consecutive_failures > self._max_env_restarts:
+            raise EnvFailureError(
+                f"env {self._index} ({self._make_env.env_id!r}) failed "
+                f"{self._consecutive_failures} times in a row (max_env_restarts="
+                f"{self._max_env_restarts}); last error: {type(error).__name__}: {error}"
+            ) from error
+        try:
+            self.env.close()
+        except Exception:  # the broken env may not close cleanly
+            pass
+        self._total_restarts += 1
+        self.env = self._make_env()
+        self._reseed = self._seed is not None
+
+    def _restart_seed(self) -> int:
+        seq = np.random.SeedSequence([self._seed, self._index, self._total_restarts])
+        return int(seq.generate_state(1)[0])
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        restarts_before = self._total_restarts
+        while True:
+            if seed is None and self._reseed:
+                seed = self._restart_seed()
+            try:
+                obs, info = self.env.reset(seed=seed, options=options)
+                break
+            except Exception as e:  # any env error is survivable
+                self._rebuild(e)
+                seed = None
+        self._reseed = False
+        self._last_obs = obs
+        restarts = self._total_restarts - restarts_before
+        return obs, ({**info, "env_restarts": restarts} if restarts else info)
+
+    def step(self, action):
+        try:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+        except Exception as e:  # any env error is survivable
+            self._rebuild(e)
+            info = {"env_restarts": 1, "env_failure": f"{type(e).__name__}: {e}"}
+            return self._last_obs, 0.0, False, True, info
+        self._consecutive_failures = 0
+        self._last_obs = obs  # a reference: vector envs copy what they return anyway
+        return obs, reward, terminated, truncated, info
