@@ -260,9 +260,8 @@ class GymRunner:
         if isinstance(env_id, GymEnvFactory):
             factory = env_id
             if env_kwargs:
-                factory = GymEnvFactory(factory.env_id,
-                                        tuple(sorted({**dict(factory.kwargs), **env_kwargs}
-                                                     .items())))
+                factory = gym_env_factory(factory.env_id, **{**dict(factory.kwargs),
+                                                             **env_kwargs})
         else:
             factory = gym_env_factory(env_id, **(env_kwargs or {}))
         check_spaces(factory.observation_space, factory.action_space, factory.env_id,

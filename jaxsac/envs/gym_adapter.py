@@ -28,9 +28,13 @@ class GymEnvFactory:
 
     env_id: str
     kwargs: tuple[tuple[str, Any], ...] = ()
+    # The registered spec, resolved where the factory was made: a spawned worker process
+    # may not have run the code that registered `env_id`.
+    spec: gymnasium.envs.registration.EnvSpec | None = dataclasses.field(
+        default=None, compare=False, repr=False)
 
     def __call__(self) -> gymnasium.Env:
-        return gymnasium.make(self.env_id, **dict(self.kwargs))
+        return gymnasium.make(self.spec or self.env_id, **dict(self.kwargs))
 
     @functools.cached_property
     def _spaces(self) -> tuple[gymnasium.Space, gymnasium.Space]:
@@ -52,11 +56,11 @@ class GymEnvFactory:
 def gym_env_factory(env_id: str, **kwargs: Any) -> GymEnvFactory:
     """A factory for a registered gymnasium env id; unknown ids raise `ValueError`."""
     try:
-        gymnasium.spec(env_id)
+        spec = gymnasium.spec(env_id)
     except gymnasium.error.Error as e:
         raise ValueError(
             f"env_id={env_id!r} is not a registered gymnasium environment ({e})") from e
-    return GymEnvFactory(env_id, tuple(sorted(kwargs.items())))
+    return GymEnvFactory(env_id, tuple(sorted(kwargs.items())), spec)
 
 
 SUPPORTED_SPACES = (

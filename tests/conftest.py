@@ -1,0 +1,66 @@
+"""Small gymnasium envs registered for the env and runner tests."""
+
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+
+FAULTY_ENV_ID = "jaxsac_test/Faulty-v0"
+SPACES_ENV_ID = "jaxsac_test/Spaces-v0"
+FAULTY_EPISODE_STEPS = 5
+
+
+class FaultyEnv(gymnasium.Env):
+    """obs [3] = (step in episode, steps in this instance's life, a seeded draw at reset);
+    reward = step in episode. `step` raises on the instance's lifetime steps listed in
+    `fail_at_steps` (1-based, counting attempts); `reset` raises when `fail_reset`."""
+
+    observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (3,), np.float32)
+    action_space = gymnasium.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def __init__(self, fail_at_steps=(), fail_reset=False):
+        self.fail_at_steps = tuple(fail_at_steps)
+        self.fail_reset = fail_reset
+        self.lifetime_steps = 0
+        self.t = 0
+        self.draw = 0.0
+
+    def _obs(self):
+        return np.array([self.t, self.lifetime_steps, self.draw], np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if self.fail_reset:
+            raise RuntimeError("injected reset failure")
+        self.t = 0
+        self.draw = float(self.np_random.uniform())
+        return self._obs(), {}
+
+    def step(self, action):
+        self.lifetime_steps += 1
+        if self.lifetime_steps in self.fail_at_steps:
+            raise RuntimeError(f"injected failure at step {self.lifetime_steps}")
+        self.t += 1
+        return self._obs(), float(self.t), False, False, {}
+
+
+class SpacesEnv(gymnasium.Env):
+    """An env with the given spaces, for space validation tests."""
+
+    def __init__(self, observation_space, action_space):
+        self.observation_space = observation_space
+        self.action_space = action_space
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
+if FAULTY_ENV_ID not in gymnasium.registry:
+    gymnasium.register(FAULTY_ENV_ID, entry_point=FaultyEnv,
+                       max_episode_steps=FAULTY_EPISODE_STEPS, disable_env_checker=True)
+if SPACES_ENV_ID not in gymnasium.registry:
+    gymnasium.register(SPACES_ENV_ID, entry_point=SpacesEnv, disable_env_checker=True)
