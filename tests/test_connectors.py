@@ -1,0 +1,111 @@
+"""Connectors against independent references (gymnasium's RunningMeanStd, the formula)."""
+
+from __future__ import annotations
+
+import gymnasium
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from gymnasium.wrappers.utils import RunningMeanStd
+
+from jaxsac import connectors
+from jaxsac.connectors import EnvToModule
+from jaxsac.types import Batch
+
+
+def test_rescale_action_formula_and_clipping():
+    low, high = np.float32([-2.0, 0.0, 10.0]), np.float32([2.0, 1.0, 30.0])
+    action = np.float32([[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0], [0.0, 0.5, -0.5],
+                         [-3.0, 1.5, 7.0]])
+    expected = np.clip(low + (action + 1) * (high - low) / 2, low, high)
+    np.testing.assert_allclose(expected[0], low)
+    np.testing.assert_allclose(expected[1], high)
+    np.testing.assert_allclose(expected[2], [0.0, 0.75, 15.0])
+    np.testing.assert_allclose(expected[3], [-2.0, 1.0, 30.0])
+    host = connectors.rescale_action(action, low, high)
+    device = connectors.rescale_action(jnp.asarray(action), low, high)
+    assert isinstance(host, np.ndarray) and isinstance(device, jax.Array)
+    np.testing.assert_allclose(host, expected, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(device), expected, rtol=1e-6)
+
+
+def test_module_to_env_reshapes_to_the_box():
+    space = gymnasium.spaces.Box(low=np.float32([[0, 0], [-1, -4]]), high=np.float32(4.0))
+    to_env = connectors.module_to_env(space)
+    action = np.float32([[1.0, -1.0, 0.0, 2.0]] * 3)  # [E=3, act_dim=4]
+    env_action = to_env(action)
+    assert env_action.shape == (3, 2, 2) and env_action.dtype == np.float32
+    np.testing.assert_allclose(env_action[0], [[4.0, 0.0], [1.5, 4.0]])
+    assert all(space.contains(a) for a in env_action)
+
+
+def test_flatten_obs():
+    obs = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
+    flat = connectors.flatten_obs(obs)
+    assert flat.shape == (2, 12) and flat.dtype == np.float32
+    np.testing.assert_array_equal(flat[1], np.arange(12, 24))
+    space = gymnasium.spaces.Dict({"a": gymnasium.spaces.Box(0, 1, (3,)),
+                                   "b": gymnasium.spaces.Discrete(4)})
+    assert connectors.flat_obs_dim(space) == 7
+
+
+def test_obs_normalization_matches_gymnasium_running_mean_std():
+    rng = np.random.default_rng(0)
+    reference = RunningMeanStd(shape=(3,))
+    stats = connectors.init_obs_norm(3)
+    update = jax.jit(connectors.update_obs_norm)
+    for n in (1, 4, 1, 16, 7):
+        batch = rng.normal([1.0, -5.0, 100.0], [0.5, 3.0, 10.0], size=(n, 3))
+        reference.update(batch)
+        stats = update(stats, batch.astype(np.float32))
+    np.testing.assert_allclose(stats.mean, reference.mean, rtol=1e-5)
+    np.testing.assert_allclose(stats.var, reference.var, rtol=1e-4)
+    np.testing.assert_allclose(stats.count, reference.count, rtol=1e-6)
+    obs = rng.normal(size=(5, 3)).astype(np.float32)
+    expected = (obs - reference.mean) / np.sqrt(reference.var + 1e-8)
+    np.testing.assert_allclose(connectors.normalize_obs(stats, obs), expected, rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_env_to_module_without_normalization_is_identity():
+    pipeline = EnvToModule(normalize=False)
+    stats = pipeline.init(2)
+    obs = jnp.float32([[3.0, -7.0]])
+    assert pipeline.update(stats, obs) is stats
+    np.testing.assert_array_equal(pipeline.apply(stats, obs), obs)
+    normalized = EnvToModule(normalize=True)
+    assert jax.tree.structure(normalized.update(stats, obs)) == jax.tree.structure(stats)
+
+
+def _batch(obs, next_obs):
+    b = obs.shape[0]
+    return Batch(obs=obs, action=jnp.zeros((b, 1)), reward=jnp.arange(b, dtype=jnp.float32),
+                 next_obs=next_obs, discount=jnp.ones(b), n_step=jnp.ones(b, jnp.int32),
+                 weights=jnp.ones(b), indices=jnp.arange(b))
+
+
+def test_learner_connector_normalizes_obs_and_next_obs_only():
+    stats = connectors.update_obs_norm(connectors.init_obs_norm(2),
+                                       jnp.float32([[0.0, 10.0], [2.0, 30.0]]))
+    batch = _batch(jnp.float32([[1.0, 20.0]]), jnp.float32([[3.0, 40.0]]))
+    out = connectors.normalize_batch(stats, batch)
+    np.testing.assert_allclose(out.obs, [[0.0, 0.0]], atol=1e-3)
+    np.testing.assert_allclose(out.next_obs, [[2.0, 2.0]], rtol=1e-3)
+    for name in ("action", "reward", "discount", "n_step", "weights", "indices"):
+        assert getattr(out, name) is getattr(batch, name)
+    assert EnvToModule(normalize=False).normalize_batch(stats, batch) is batch
+
+
+def test_compose_applies_left_to_right():
+    pipeline = connectors.compose(lambda x: x + 1, lambda x: x * 10)
+    assert pipeline(2) == 30
+
+
+@pytest.mark.parametrize("act_dim", [1, 3])
+def test_random_module_action_is_uniform_in_unit_box(act_dim):
+    actions = connectors.random_module_action(jax.random.key(0), 4096, act_dim)
+    assert actions.shape == (4096, act_dim)
+    assert float(actions.min()) >= -1.0 and float(actions.max()) <= 1.0
+    np.testing.assert_allclose(actions.mean(0), 0.0, atol=0.05)
+    np.testing.assert_allclose(actions.var(0), 1 / 3, atol=0.03)
