@@ -89,13 +89,15 @@ def _check_num_envs(num_envs: Any) -> None:
         raise ValueError(f"num_envs={num_envs!r} is invalid: must be an integer >= 1")
 
 
-def _episode_bookkeeping(episode_return, episode_length, reward, is_reset_row, done, xp):
+def _episode_bookkeeping(episode_return, episode_length, reward, not_a_step, done, xp):
     """Running returns/lengths after this step, and the finished episodes' totals.
 
+    not_a_step: [E] bool, rows that are no env step of the episode (reset rows, and
+    the host runner's failed steps); they add no length (and have reward 0).
     Works on numpy (host runner) or jax.numpy (JAX runner) arrays of shape [E].
     """
     episode_return = episode_return + reward
-    episode_length = episode_length + (~is_reset_row).astype(episode_length.dtype)
+    episode_length = episode_length + (~not_a_step).astype(episode_length.dtype)
     finished = EpisodeInfo(
         done=done,
         episode_return=xp.where(done, episode_return, 0).astype(np.float32),
@@ -216,6 +218,11 @@ def _restarts_in(infos: dict[str, Any]) -> int:
     return 0 if restarts is None else int(np.sum(restarts))
 
 
+def _failed_in(infos: dict[str, Any], num_envs: int) -> np.ndarray:
+    """[E] bool: the envs whose step raised in this call."""
+    return np.asarray(infos.get("_env_failure", np.zeros(num_envs, bool)), bool)
+
+
 class GymRunner:
     """Steps `num_envs` gymnasium envs in a vector env; same `Step` stream as the JAX runner.
 
@@ -236,7 +243,10 @@ class GymRunner:
     runner emits for that env the row (obs = its last good obs, action = the attempted
     action, reward 0, terminated False, truncated True, next_obs = the last good obs), so
     its episode ends at the last good step; the next call is the usual NEXT_STEP reset row
-    (obs = the last good obs, next_obs = the rebuilt env's first obs). An env whose
+    (obs = the last good obs, next_obs = the rebuilt env's first obs). The failed row is
+    no env step of the episode: `EpisodeInfo.episode_length` counts the good steps only.
+    (It is in the stream because every call gives every env a row; a learner sampling it
+    sees the zero-reward, truncated self-transition (s, a, 0, s).) An env whose
     `reset` raises is rebuilt and reset again (the reset row stays exact). Every rebuild
     adds one to `num_env_restarts`. Up to `max_env_restarts` failures of one env in a row
     (no successful step in between) are rebuilt; the next raises `EnvFailureError`
@@ -320,8 +330,10 @@ class GymRunner:
         self.num_env_restarts += _restarts_in(infos)
         next_obs = connectors.flatten_obs(np.asarray(next_obs))
         done = terminated | truncated
+        # A failed step ends the episode but is not one of its env steps.
+        not_a_step = self._needs_reset | _failed_in(infos, self.num_envs)
         self._episode_return, self._episode_length, episodes = _episode_bookkeeping(
-            self._episode_return, self._episode_length, reward, self._needs_reset, done, np)
+            self._episode_return, self._episode_length, reward, not_a_step, done, np)
         transition = Step(obs=self._obs, action=action, reward=reward.astype(np.float32),
                           terminated=terminated, truncated=truncated, next_obs=next_obs)
         transition, episodes = jax.device_put((transition, episodes))

@@ -13,14 +13,17 @@ FAULTY_EPISODE_STEPS = 5
 class FaultyEnv(gymnasium.Env):
     """obs [3] = (step in episode, steps in this instance's life, a seeded draw at reset);
     reward = step in episode. `step` raises on the instance's lifetime steps listed in
-    `fail_at_steps` (1-based, counting attempts); `reset` raises when `fail_reset`."""
+    `fail_at_steps` (1-based, counting attempts) when its first reset was seeded with
+    `fail_env_seed` (any seed when None); `reset` raises when `fail_reset`."""
 
     observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (3,), np.float32)
     action_space = gymnasium.spaces.Box(-1.0, 1.0, (1,), np.float32)
 
-    def __init__(self, fail_at_steps=(), fail_reset=False):
+    def __init__(self, fail_at_steps=(), fail_env_seed=None, fail_reset=False):
         self.fail_at_steps = tuple(fail_at_steps)
+        self.fail_env_seed = fail_env_seed
         self.fail_reset = fail_reset
+        self.first_seed = None
         self.lifetime_steps = 0
         self.t = 0
         self.draw = 0.0
@@ -30,6 +33,8 @@ class FaultyEnv(gymnasium.Env):
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
+        if self.first_seed is None:
+            self.first_seed = seed
         if self.fail_reset:
             raise RuntimeError("injected reset failure")
         self.t = 0
@@ -38,7 +43,8 @@ class FaultyEnv(gymnasium.Env):
 
     def step(self, action):
         self.lifetime_steps += 1
-        if self.lifetime_steps in self.fail_at_steps:
+        seed_fails = self.fail_env_seed is None or self.first_seed == self.fail_env_seed
+        if seed_fails and self.lifetime_steps in self.fail_at_steps:
             raise RuntimeError(f"injected failure at step {self.lifetime_steps}")
         self.t += 1
         return self._obs(), float(self.t), False, False, {}
