@@ -252,23 +252,29 @@ def test_gym_runner_async_equals_sync_with_a_failure():
     assert all(jax.tree.leaves(jax.tree.map(np.array_equal, streams[0], streams[1])))
 
 
-def test_gym_runner_stops_after_max_env_restarts_consecutive_failures():
+@pytest.mark.filterwarnings("ignore::UserWarning")  # gymnasium logs the worker's error
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+def test_gym_runner_stops_after_max_env_restarts_consecutive_failures(vectorization):
+    # Every instance fails on its first step; the successful resets in between do not
+    # reset the count.
     runner = GymRunner(FAULTY_ENV_ID, num_envs=1, max_env_restarts=2,
-                       env_kwargs={"fail_at_steps": (1,)})
+                       vectorization=vectorization, env_kwargs={"fail_at_steps": (1,)})
     action = np.zeros((1, 1), np.float32)
     for _ in range(4):  # fail, reset row, fail, reset row
         runner.step(action)
     assert runner.num_env_restarts == 2
     with pytest.raises(EnvFailureError,
-                       match=r"env 0 \('jaxsac_test/Faulty-v0'\) failed 3 times in a row "
-                             r"\(max_env_restarts=2\); last error: RuntimeError: injected "
-                             r"failure at step 1"):
+                       match=r"env 0 \('jaxsac_test/Faulty-v0'\) gave up after 3 consecutive "
+                             r"failures \(max_env_restarts=2\); last error: RuntimeError: "
+                             r"injected failure at step 1"):
         runner.step(action)
+    runner.close()
 
 
 def test_gym_runner_reset_failures():
-    with pytest.raises(EnvFailureError, match=r"failed 1 times in a row \(max_env_restarts=0"
-                                              r"\); last error: RuntimeError: injected reset"):
+    with pytest.raises(EnvFailureError, match=r"gave up after 1 consecutive failure \("
+                                              r"max_env_restarts=0\); last error: "
+                                              r"RuntimeError: injected reset failure"):
         GymRunner(FAULTY_ENV_ID, num_envs=1, max_env_restarts=0,
                   env_kwargs={"fail_reset": True})
 

@@ -124,9 +124,10 @@ class RestartOnFailure(gymnasium.Wrapper):
     def _rebuild(self, error: BaseException) -> None:
         self._consecutive_failures += 1
         if self._consecutive_failures > self._max_env_restarts:
+            count = self._consecutive_failures
             raise EnvFailureError(
-                f"env {self._index} ({self._make_env.env_id!r}) failed "
-                f"{self._consecutive_failures} times in a row (max_env_restarts="
+                f"env {self._index} ({self._make_env.env_id!r}) gave up after {count} "
+                f"consecutive failure{'s' if count != 1 else ''} (max_env_restarts="
                 f"{self._max_env_restarts}); last error: {type(error).__name__}: {error}"
             ) from error
         try:
