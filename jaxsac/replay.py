@@ -55,7 +55,7 @@ __all__ = [
 TREE_ARITY = 16
 """Children per node of the priority trees: depth ceil(log_16 capacity), 5 levels at 10^6."""
 
-UNIFORM_CANDIDATES = 4
+UNIFORM_CANDIDATES = 2
 """Candidate rows drawn per sample in each round of uniform rejection sampling."""
 
 MAX_CAPACITY = 2**30
@@ -263,14 +263,20 @@ def _tree_sample(sums: tuple[jax.Array, ...], uniforms: jax.Array) -> jax.Array:
     land on an empty leaf while the root is positive.
     """
     node = jnp.zeros(uniforms.shape[:1], jnp.int32)
+    # Prefix sums as a product with an upper-triangular matrix of ones: faster than
+    # cumsum on CPU; HIGHEST precision keeps it float32 (no TF32/bf16) on GPU and TPU.
+    upper = jnp.triu(jnp.ones((TREE_ARITY, TREE_ARITY), jnp.float32))
     for depth, level in enumerate(reversed(sums)):
         children = level[node]  # [B, TREE_ARITY]
-        cumulative = jnp.cumsum(children, axis=-1)
+        cumulative = jnp.dot(children, upper, precision=jax.lax.Precision.HIGHEST)
         target = uniforms[:, depth] * cumulative[:, -1]
-        child = jnp.sum(cumulative <= target[:, None], axis=-1).astype(jnp.int32)
-        # Rounding can put target at the total: take the last child with positive mass.
+        # The first child whose interval holds target; requiring positive mass keeps the
+        # choice off empty children even where rounding makes the prefix sums uneven.
+        holds_target = (cumulative > target[:, None]) & (children > 0)
+        child = jnp.argmax(holds_target, axis=-1).astype(jnp.int32)
+        # Rounding can put target at the total: then take the last child with mass.
         last_positive = TREE_ARITY - 1 - jnp.argmax(children[:, ::-1] > 0, axis=-1)
-        child = jnp.where(child >= TREE_ARITY, last_positive, child)
+        child = jnp.where(jnp.any(holds_target, axis=-1), child, last_positive)
         node = node * TREE_ARITY + child
     return node
 
@@ -444,10 +450,12 @@ def episode_buffer(
         slot = state.write_slot
         first_row = slot * num_envs
         rows = first_row + jnp.arange(num_envs, dtype=jnp.int32)
-        newest_flags = jax.lax.dynamic_slice(state.flags, ((slot - 1) % ring * num_envs,),
-                                             (num_envs,))
+        # One gather for both reads, and part of it feeds the new flags: that orders the
+        # read before the in-place write, so XLA does not copy the whole flags array.
+        newest_rows = (slot - 1) % ring * num_envs + jnp.arange(num_envs, dtype=jnp.int32)
+        old_flags = state.flags[jnp.concatenate([newest_rows, rows])]
+        newest_flags, overwritten_flags = old_flags[:num_envs], old_flags[num_envs:]
         is_reset = (state.filled_slots > 0) & ((newest_flags & _DONE) != 0)
-        overwritten_flags = jax.lax.dynamic_slice(state.flags, (first_row,), (num_envs,))
         overwritten_valid = jnp.where(state.filled_slots == ring,
                                       jnp.sum((overwritten_flags & _RESET) == 0), 0)
         flags = (jnp.asarray(step.terminated, bool).astype(jnp.uint8) * _TERMINATED
