@@ -67,10 +67,13 @@ class SACConfig:
     priority_beta_steps: int = 0
     priority_eps: float = 1e-6
 
-    # Logging, evaluation, checkpoints.
+    # Logging, evaluation, checkpoints. Each log period (`log_every` env steps) ends with
+    # a row of metrics and a deterministic evaluation over `eval_episodes` episodes.
+    # The gymnasium loop runs `host_block_steps` iterations' adds and gradient steps
+    # in one jitted call.
     log_every: int = 1_000
-    eval_every: int = 5_000
     eval_episodes: int = 10
+    host_block_steps: int = 8
     log_dir: str | None = None
     checkpoint_dir: str | None = None
     checkpoint_every: int = 0
@@ -172,7 +175,7 @@ def _validate(c: SACConfig) -> None:
     for name in ("total_env_steps", "learning_starts", "max_env_restarts", "seed",
                  "priority_beta_steps", "checkpoint_every"):
         _check_int(c, name, 0)
-    for name in ("log_every", "eval_every", "eval_episodes", "max_to_keep"):
+    for name in ("log_every", "eval_episodes", "max_to_keep", "host_block_steps"):
         _check_int(c, name, 1)
     _check_int(c, "buffer_capacity", c.num_envs)
     if c.buffer_capacity % c.num_envs:

@@ -1,0 +1,664 @@
+"""The SAC training loop: `training_step`, the fully jitted `make_train`, and `train`.
+
+One *iteration* is REFERENCE.md's training step: every env steps once (uniform random
+actions during warm-up, then the stochastic policy), the steps go into the replay
+buffer, and once `learning_starts` steps are stored the learner takes
+`round(utd_ratio * num_envs)` gradient steps, each on a fresh sample, each followed by
+the priority update. Iterations are grouped into *log periods* of `log_every` env
+steps; each period ends with a row of metrics and a deterministic evaluation.
+
+Every random draw of iteration i comes from `fold_in(key, i)`, so a run does not depend
+on its total length: running in chunks, resuming, or extending a finished run gives the
+same bits as one uninterrupted call.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsac import connectors, envs
+from jaxsac.config import SACConfig
+from jaxsac.env_runner import GymRunner, make_jax_runner
+from jaxsac.learner import Hyperparams, Learner, LearnerState, make_learner
+from jaxsac.logger import RunLogger
+from jaxsac.replay import ReplayBuffer, ReplayState, episode_buffer
+from jaxsac.types import Step
+
+EPISODE_WINDOW = 100
+"""Completed episodes averaged in `episode_return_mean` (REFERENCE.md)."""
+
+SWEEPABLE = ("actor_lr", "critic_lr", "alpha_lr", "tau", "initial_alpha", "gamma")
+"""SACConfig fields `make_train(config, sweep=...)` takes as traced arguments."""
+
+LEARNER_METRICS = ("qf_loss", "policy_loss", "alpha_loss", "alpha", "log_alpha", "entropy",
+                   "q_mean", "q_min", "q_max", "td_error_mean", "target_updates")
+
+
+class Phase(enum.Enum):
+    """What an iteration does; static, so each phase compiles to its own scan."""
+
+    WARMUP = "warmup"  # random actions, no gradient steps
+    FIRST_UPDATE = "first_update"  # random actions; learning_starts now stored: update
+    LEARN = "learn"  # policy actions and gradient steps
+
+
+@flax.struct.dataclass
+class EpisodeStats:
+    """The last `EPISODE_WINDOW` completed episodes (a ring) and how many completed."""
+
+    returns: jax.Array  # [EPISODE_WINDOW] float32
+    lengths: jax.Array  # [EPISODE_WINDOW] int32
+    count: jax.Array  # [] int32, episodes completed so far
+
+    @classmethod
+    def empty(cls) -> EpisodeStats:
+        return cls(jnp.zeros(EPISODE_WINDOW, jnp.float32), jnp.zeros(EPISODE_WINDOW, jnp.int32),
+                   jnp.zeros((), jnp.int32))
+
+    def record(self, done: jax.Array, returns: jax.Array, lengths: jax.Array) -> EpisodeStats:
+        """Push the episodes that ended (done [E] bool, returns/lengths [E])."""
+        slot = (self.count + jnp.cumsum(done) - 1) % EPISODE_WINDOW
+        slot = jnp.where(done, slot, EPISODE_WINDOW)  # out of range: dropped
+        return EpisodeStats(
+            returns=self.returns.at[slot].set(returns, mode="drop"),
+            lengths=self.lengths.at[slot].set(lengths, mode="drop"),
+            count=self.count + jnp.sum(done, dtype=jnp.int32),
+        )
+
+    def summary(self) -> dict[str, jax.Array]:
+        """Mean return and length over the window (NaN before any episode ended)."""
+        filled = jnp.arange(EPISODE_WINDOW) < self.count
+        n = jnp.maximum(jnp.sum(filled), 1)
+        mean = lambda x: jnp.where(self.count > 0, jnp.sum(jnp.where(filled, x, 0)) / n, jnp.nan)
+        return {"episode_return_mean": mean(self.returns),
+                "episode_length_mean": mean(self.lengths.astype(jnp.float32)),
+                "num_episodes": self.count}
+
+
+@flax.struct.dataclass
+class TrainState:
+    """Everything a run carries from one iteration to the next (a pytree)."""
+
+    learner: LearnerState
+    buffer: ReplayState
+    runner: Any  # RunnerState of the JAX runner; None in the gymnasium loop
+    key: jax.Array  # the run's root key; iteration i draws from fold_in(key, i)
+    iteration: jax.Array  # [] int32, iterations done (env steps = iteration * num_envs)
+    episodes: EpisodeStats
+
+
+class TrainResult(NamedTuple):
+    """What `train` returns.
+
+    state: the final TrainState (leading seed axis when several seeds were trained).
+    metrics: dict of numpy arrays, leading axis = log periods ([periods, seeds] for seeds).
+    config: the SACConfig of the run.
+    log_dir: where metrics.csv, TensorBoard events and curve.png went (or None).
+    """
+
+    state: TrainState
+    metrics: dict[str, np.ndarray]
+    config: SACConfig
+    log_dir: str | None
+
+
+# --- static schedule ---------------------------------------------------------------
+
+
+def warmup_iterations(config: SACConfig) -> int:
+    """Iterations with random actions: ceil(learning_starts / num_envs)."""
+    return -(-config.learning_starts // config.num_envs)
+
+
+def iterations_per_period(config: SACConfig) -> int:
+    return config.log_every // config.num_envs
+
+
+def num_periods(config: SACConfig) -> int:
+    return config.total_env_steps // config.log_every
+
+
+def gradient_schedule(config: SACConfig) -> tuple[int, int]:
+    """(gradient steps per update iteration, iterations between update iterations).
+
+    round(utd_ratio * num_envs) per iteration when that is at least one, else one every
+    round(1 / (utd_ratio * num_envs)) iterations.
+    """
+    per_iteration = config.utd_ratio * config.num_envs
+    if round(per_iteration) >= 1:
+        return round(per_iteration), 1
+    return 1, max(1, round(1.0 / per_iteration))
+
+
+def phase_of(config: SACConfig, iteration: int) -> Phase:
+    warmup = warmup_iterations(config)
+    if iteration < warmup - 1:
+        return Phase.WARMUP
+    if iteration == warmup - 1:
+        return Phase.FIRST_UPDATE
+    return Phase.LEARN
+
+
+def segments(config: SACConfig, start: int, stop: int) -> list[tuple[Phase, int]]:
+    """Iterations [start, stop) as consecutive (phase, count) runs."""
+    warmup = warmup_iterations(config)
+    cuts = [start, *(b for b in (warmup - 1, warmup) if start < b < stop), stop]
+    out: list[tuple[Phase, int]] = []
+    for begin, end in zip(cuts, cuts[1:], strict=False):
+        phase = phase_of(config, begin)
+        if out and out[-1][0] is phase:
+            out[-1] = (phase, out[-1][1] + end - begin)
+        else:
+            out.append((phase, end - begin))
+    return out
+
+
+def validate_schedule(config: SACConfig) -> None:
+    """Errors for settings the loop cannot honour, naming the fields."""
+    if config.log_every % config.num_envs:
+        raise ValueError(f"SACConfig.log_every={config.log_every} must be a multiple of "
+                         f"num_envs={config.num_envs}")
+    if config.total_env_steps % config.log_every:
+        raise ValueError(f"SACConfig.total_env_steps={config.total_env_steps} must be a "
+                         f"multiple of log_every={config.log_every}")
+    if config.batch_size > config.buffer_capacity:
+        raise ValueError(f"SACConfig.batch_size={config.batch_size} must be at most "
+                         f"buffer_capacity={config.buffer_capacity}")
+
+
+# --- the program's pieces ----------------------------------------------------------
+
+
+class Program(NamedTuple):
+    """The pure pieces of one run, built from a config (and swept values)."""
+
+    config: SACConfig
+    env: Any
+    learner: Learner
+    buffer: ReplayBuffer
+    runner: Any
+    env_to_module: connectors.EnvToModule
+    obs_dim: int
+    act_dim: int
+
+
+def build_program(config: SACConfig, gamma: Any = None) -> Program:
+    """Learner, buffer and JAX runner for `config`; `gamma` may be traced (a sweep)."""
+    validate_schedule(config)
+    env = make_env(config)
+    obs_dim = connectors.flat_obs_dim(env.observation_space)
+    act_dim = int(np.prod(env.action_space.shape))
+    learner = make_learner(config, obs_dim, act_dim)
+    buffer = make_buffer(config, config.gamma if gamma is None else gamma)
+    runner = make_jax_runner(env, config.num_envs, normalize_obs=config.normalize_obs)
+    return Program(config, env, learner, buffer, runner,
+                   connectors.EnvToModule(normalize=config.normalize_obs), obs_dim, act_dim)
+
+
+def make_env(config: SACConfig):
+    """The JAX env of `config` (an error naming the env when it has none)."""
+    backend = "jax" if config.backend == "auto" else config.backend
+    if backend != "jax":
+        raise ValueError(f"SACConfig.backend={config.backend!r}: this path needs a JAX env; "
+                         "use train(config) for gymnasium envs")
+    return envs.make(config.env_id, backend="jax")
+
+
+def make_buffer(config: SACConfig, gamma: Any) -> ReplayBuffer:
+    return episode_buffer(
+        config.buffer_capacity, config.num_envs, config.batch_size, n_step=config.n_step,
+        gamma=gamma, prioritized=config.prioritized, alpha=config.priority_alpha,
+        beta=config.priority_beta, eps=config.priority_eps,
+        beta_final=config.priority_beta_final, beta_steps=config.priority_beta_steps)
+
+
+def example_step(obs_dim: int, act_dim: int) -> Step:
+    """One unbatched Step of zeros: the shapes `buffer.init` allocates for."""
+    zero_obs = jnp.zeros((obs_dim,), jnp.float32)
+    no = jnp.zeros((), bool)
+    return Step(zero_obs, jnp.zeros((act_dim,), jnp.float32), jnp.zeros((), jnp.float32),
+                no, no, zero_obs)
+
+
+def iteration_keys(root: jax.Array, iteration: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(acting key, update key) of one iteration: a function of the iteration alone."""
+    return tuple(jax.random.split(jax.random.fold_in(jax.random.fold_in(root, 0), iteration)))
+
+
+def eval_key(root: jax.Array, period: jax.Array) -> jax.Array:
+    return jax.random.fold_in(jax.random.fold_in(root, 1), period)
+
+
+def gradient_steps(program: Program, learner_state: LearnerState, buffer_state: ReplayState,
+                   obs_stats: Any, key: jax.Array, num_steps: int):
+    """`num_steps` gradient steps, each on a fresh sample followed by the priority update.
+
+    Returns (learner state, buffer state, metrics averaged over the steps).
+    """
+
+    def one(carry, step_key):
+        lstate, bstate = carry
+        sample_key, update_key = jax.random.split(step_key)
+        batch = program.buffer.sample(bstate, sample_key)
+        batch = program.env_to_module.normalize_batch(obs_stats, batch)
+        lstate, metrics, td_error = program.learner.update(lstate, batch, update_key)
+        bstate = program.buffer.update_priorities(bstate, batch.indices, td_error)
+        return (lstate, bstate), metrics
+
+    keys = jax.random.split(key, num_steps)
+    (learner_state, buffer_state), metrics = jax.lax.scan(one, (learner_state, buffer_state), keys)
+    return learner_state, buffer_state, jax.tree.map(lambda m: jnp.mean(m, axis=0), metrics)
+
+
+def nan_learner_metrics() -> dict[str, jax.Array]:
+    return {name: jnp.full((), jnp.nan) for name in LEARNER_METRICS}
+
+
+def learn_from(program: Program, state: TrainState, obs_stats: Any, key: jax.Array):
+    """The gradient steps due after iteration `state.iteration - 1`'s add."""
+    per_iteration, every = gradient_schedule(program.config)
+
+    def run(_):
+        return gradient_steps(program, state.learner, state.buffer, obs_stats, key,
+                              per_iteration)
+
+    if every == 1:
+        return run(None)
+    due = (state.iteration - 1) % every == 0
+    skip = lambda _: (state.learner, state.buffer, nan_learner_metrics())
+    return jax.lax.cond(due, run, skip, None)
+
+
+def absorb(program: Program, state: TrainState, step: Step, episodes: Any, obs_stats: Any,
+           phase: Phase):
+    """Everything of an iteration after the env step: add the steps, count the
+    iteration and its finished episodes, then the gradient steps due (none in WARMUP).
+
+    step: Step [E]; episodes: EpisodeInfo [E]. Returns (state, learner metrics, NaN when
+    no gradient step was taken). Shared by the JAX path and the gymnasium loop.
+    """
+    state = state.replace(
+        buffer=program.buffer.add(state.buffer, step),
+        iteration=state.iteration + 1,
+        episodes=state.episodes.record(episodes.done, episodes.episode_return,
+                                       episodes.episode_length),
+    )
+    if phase is Phase.WARMUP:
+        return state, nan_learner_metrics()
+    _, update_key = iteration_keys(state.key, state.iteration - 1)
+    learner_state, buffer_state, metrics = learn_from(program, state, obs_stats, update_key)
+    return state.replace(learner=learner_state, buffer=buffer_state), metrics
+
+
+def act_fn_for(program: Program, actor_params: Any, phase: Phase):
+    """Module actions [E, act_dim] in [-1, 1]: uniform random until learning starts."""
+    if phase is Phase.LEARN:
+        return lambda obs, key: program.learner.act(actor_params, obs, key)
+    return lambda obs, key: connectors.random_module_action(key, obs.shape[0], program.act_dim)
+
+
+def training_step(program: Program, state: TrainState, phase: Phase):
+    """One iteration (REFERENCE.md "Training step") of the JAX path.
+
+    Returns (state, learner metrics of this iteration, NaN when it took no gradient step).
+    """
+    act_key, _ = iteration_keys(state.key, state.iteration)
+    act_fn = act_fn_for(program, state.learner.actor_params, phase)
+    runner_state, step, episodes = program.runner.step(state.runner, act_fn, act_key)
+    state = state.replace(runner=runner_state)
+    return absorb(program, state, step, episodes, runner_state.obs_norm, phase)
+
+
+def run_segment(program: Program, state: TrainState, phase: Phase, count: int):
+    """`count` iterations of `phase` as one scan; learner metrics [count] per name."""
+    return jax.lax.scan(lambda s, _: training_step(program, s, phase), state, None, length=count)
+
+
+def run_period(program: Program, state: TrainState, period: int):
+    """Log period `period` (static): its iterations, then one row of metrics."""
+    per = iterations_per_period(program.config)
+    collected = []
+    for phase, count in segments(program.config, period * per, (period + 1) * per):
+        state, metrics = run_segment(program, state, phase, count)
+        collected.append(metrics)
+    learner_metrics = jax.tree.map(lambda *xs: jnp.nanmean(jnp.concatenate(xs)), *collected)
+    return state, period_metrics(program, state, learner_metrics, period)
+
+
+def period_metrics(program: Program, state: TrainState, learner_metrics: dict,
+                   period: Any) -> dict[str, jax.Array]:
+    eval_returns = evaluate_jax(program, state.learner.actor_params,
+                                state.runner.obs_norm,
+                                eval_key(state.key, period), program.config.eval_episodes)
+    return {
+        **learner_metrics,
+        "env_steps": state.iteration * program.config.num_envs,
+        "grad_steps": state.learner.step,
+        "target_updates": state.learner.step // program.config.target_network_update_freq,
+        **state.episodes.summary(),
+        "eval_return": jnp.mean(eval_returns),
+    }
+
+
+def first_steady_period(config: SACConfig) -> int:
+    """The first log period made only of LEARN iterations."""
+    return -(-warmup_iterations(config) // iterations_per_period(config))
+
+
+def init_state(program: Program, key: jax.Array, hparams: Hyperparams) -> TrainState:
+    """The state before the first iteration (`runner` None for the gymnasium loop)."""
+    learner_key, runner_key, run_key = jax.random.split(key, 3)
+    return TrainState(
+        learner=program.learner.init(learner_key, hparams),
+        buffer=program.buffer.init(example_step(program.obs_dim, program.act_dim)),
+        runner=None if program.runner is None else program.runner.init(runner_key),
+        key=run_key,
+        iteration=jnp.zeros((), jnp.int32),
+        episodes=EpisodeStats.empty(),
+    )
+
+
+def run_periods(program: Program, state: TrainState, start: int, stop: int):
+    """Log periods [start, stop): warm-up periods one by one, the steady ones in one scan.
+
+    Returns (state, metrics with a leading period axis).
+    """
+    rows = []
+    steady = max(start, min(stop, first_steady_period(program.config)))
+    for period in range(start, steady):
+        state, row = run_period(program, state, period)
+        state = jax.lax.optimization_barrier(state)
+        rows.append(jax.tree.map(lambda x: x[None], row))
+    if stop > steady:
+        def body(s, period):
+            return run_steady_period(program, s, period)
+        state, steady_rows = jax.lax.scan(body, state, jnp.arange(steady, stop))
+        rows.append(steady_rows)
+    return state, jax.tree.map(lambda *xs: jnp.concatenate(xs), *rows)
+
+
+def run_steady_period(program: Program, state: TrainState, period: jax.Array):
+    """A log period of LEARN iterations only (period may be traced)."""
+    state, metrics = run_segment(program, state, Phase.LEARN,
+                                 iterations_per_period(program.config))
+    learner_metrics = jax.tree.map(jnp.nanmean, metrics)
+    return state, period_metrics(program, state, learner_metrics, period)
+
+
+def make_train(config: SACConfig, sweep: Sequence[str] = ()) -> Callable[..., Any]:
+    """The whole run as one pure function, for JAX-native envs.
+
+    Returns `train_fn(key, *swept) -> (TrainState, metrics)`, where `swept` are the
+    values of the `sweep` fields (any of SWEEPABLE) in order, as scalars, so
+
+        jax.jit(jax.vmap(make_train(config)))(jax.random.split(key, 8))    # 8 seeds
+        jax.jit(jax.vmap(make_train(config, sweep=("critic_lr",))))(keys, lrs)
+
+    train many seeds or settings in one compiled program. `metrics` holds arrays with a
+    leading axis of log periods (`total_env_steps // log_every`).
+    """
+    unknown = [name for name in sweep if name not in SWEEPABLE]
+    if unknown:
+        raise ValueError(f"make_train: sweep={tuple(sweep)!r} has {unknown}, which cannot be "
+                         f"swept; allowed: {list(SWEEPABLE)}")
+    build_program(config)  # validates the config and env eagerly, outside any trace
+
+    def train_fn(key: jax.Array, *swept: Any):
+        if len(swept) != len(sweep):
+            raise TypeError(f"train_fn takes {len(sweep)} swept value(s) {tuple(sweep)}, "
+                            f"got {len(swept)}")
+        values = dict(zip(sweep, swept, strict=True))
+        gamma = values.pop("gamma", None)
+        program = build_program(config, gamma)
+        state = init_state(program, key, Hyperparams.from_config(config, **values))
+        return run_periods(program, jax.lax.optimization_barrier(state), 0,
+                           num_periods(config))
+
+    return train_fn
+
+
+# --- evaluation --------------------------------------------------------------------
+
+
+def evaluate_jax(program: Program, actor_params: Any, obs_stats: Any, key: jax.Array,
+                 num_episodes: int) -> jax.Array:
+    """Deterministic-policy returns [num_episodes] of full episodes of the JAX env."""
+    env = program.env
+    horizon = env.max_episode_steps
+    reset_keys = jax.random.split(key, num_episodes)
+    env_states, obs = jax.vmap(env.reset)(reset_keys)
+
+    to_env = connectors.module_to_env(env.action_space)
+
+    def step(carry, step_key):
+        env_states, obs, total, done = carry
+        module_obs = program.env_to_module.apply(obs_stats, connectors.flatten_obs(obs))
+        action = program.learner.act(actor_params, module_obs, step_key, deterministic=True)
+        env_states, obs, reward, terminated, truncated = jax.vmap(env.step)(
+            env_states, to_env(action), jax.random.split(step_key, num_episodes))
+        total = total + jnp.where(done, 0.0, reward)
+        return (env_states, obs, total, done | terminated | truncated), None
+
+    start = (env_states, obs, jnp.zeros(num_episodes), jnp.zeros(num_episodes, bool))
+    step_keys = jax.random.split(jax.random.fold_in(key, 1), horizon)
+    (_, _, total, _), _ = jax.lax.scan(step, start, step_keys)
+    return total
+
+
+def evaluate(config: SACConfig, actor_params: Any, key: jax.Array, num_episodes: int = 10,
+             obs_stats: Any = None) -> np.ndarray:
+    """Returns [num_episodes] of the deterministic policy tanh(μ) on `config.env_id`.
+
+    JAX envs run as one jitted program; gymnasium envs run in a host loop.
+    `obs_stats`: observation-normalization statistics when `config.normalize_obs`.
+    """
+    if uses_jax_env(config):
+        program = build_program(config.replace(total_env_steps=0))
+        stats = obs_stats if obs_stats is not None else program.env_to_module.init(
+            program.obs_dim)
+        run = jax.jit(lambda p, s, k: evaluate_jax(program, p, s, k, num_episodes))
+        return np.asarray(run(actor_params, stats, key))
+    return evaluate_gymnasium(config, actor_params, key, num_episodes, obs_stats)
+
+
+def uses_jax_env(config: SACConfig) -> bool:
+    if config.backend == "gymnasium":
+        return False
+    if config.backend == "jax" and not envs.has_jax_env(config.env_id):
+        raise ValueError(f"SACConfig.backend='jax' but env_id={config.env_id!r} has no JAX "
+                         f"implementation; JAX envs: {sorted(envs.JAX_ENVS)}")
+    return envs.has_jax_env(config.env_id)
+
+
+# --- train: chunked JAX runs and the gymnasium loop -----------------------------------
+
+
+def train(config: SACConfig, num_seeds: int = 1, progress: bool = True) -> TrainResult:
+    """Train `config` on any backend, with progress, logs and a learning curve.
+
+    JAX envs run the jitted program one log period per call (identical to one
+    `make_train` call for the same key); `num_seeds > 1` trains seeds
+    `split(key(config.seed), num_seeds)` vmapped in one program. Gymnasium envs run a
+    host loop (one seed) with the buffer on the device. Logs go to `config.log_dir`.
+    """
+    if not isinstance(num_seeds, int) or num_seeds < 1:
+        raise ValueError(f"train: num_seeds={num_seeds!r} is invalid: must be an integer >= 1")
+    validate_schedule(config)
+    if uses_jax_env(config):
+        return _train_jax(config, num_seeds, progress)
+    if num_seeds != 1:
+        raise ValueError(f"train: num_seeds={num_seeds} needs a JAX env; {config.env_id!r} "
+                         "runs on gymnasium, one seed per process")
+    return _train_gymnasium(config, progress)
+
+
+def run_keys(config: SACConfig, num_seeds: int) -> jax.Array:
+    """The key of each seed: key(seed), or split(key(seed), num_seeds) for several."""
+    key = jax.random.key(config.seed)
+    return key if num_seeds == 1 else jax.random.split(key, num_seeds)
+
+
+def _train_jax(config: SACConfig, num_seeds: int, progress: bool) -> TrainResult:
+    program = build_program(config)
+    over_seeds = (lambda f: jax.vmap(f)) if num_seeds > 1 else (lambda f: f)
+    init = jax.jit(over_seeds(
+        lambda key: init_state(program, key, Hyperparams.from_config(config))))
+    # Hyperparameters enter each chunk as constants, as they do in make_train's single
+    # program: XLA folds constants, so the same values as runtime leaves would round
+    # differently and break bit-equality with make_train.
+    hparams = Hyperparams.from_config(config)
+    pin = lambda s: s.replace(learner=s.learner.replace(hparams=hparams))
+    steady = jax.jit(over_seeds(lambda s, p: run_steady_period(program, pin(s), p)),
+                     donate_argnums=0)
+    state = init(run_keys(config, num_seeds))
+    logger = RunLogger(config.log_dir, config.total_env_steps, num_seeds, progress)
+    rows = []
+    for period in range(num_periods(config)):
+        if period >= first_steady_period(config):
+            state, row = steady(state, jnp.asarray(period, jnp.int32))
+        else:
+            once = jax.jit(over_seeds(lambda s, p=period: run_period(program, pin(s), p)))
+            state, row = once(state)
+        row = jax.device_get(row)
+        rows.append(row)
+        logger.log(row)
+    logger.close()
+    return TrainResult(state, stack_rows(rows), config, config.log_dir)
+
+
+def stack_rows(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    if not rows:
+        return {}
+    return {k: np.stack([np.asarray(r[k]) for r in rows]) for k in rows[0]}
+
+
+def host_program(config: SACConfig, runner: GymRunner) -> Program:
+    """The learner and buffer for a gymnasium runner (no JAX env, no JAX runner)."""
+    learner = make_learner(config, runner.obs_dim, runner.act_dim)
+    return Program(config, None, learner, make_buffer(config, config.gamma), None,
+                   connectors.EnvToModule(normalize=config.normalize_obs),
+                   runner.obs_dim, runner.act_dim)
+
+
+def _train_gymnasium(config: SACConfig, progress: bool) -> TrainResult:
+    runner = GymRunner(config.env_id, config.num_envs, config.vectorization,
+                       config.max_env_restarts, config.seed, config.normalize_obs)
+    try:
+        program = host_program(config, runner)
+        state = jax.jit(lambda key: init_state(program, key, Hyperparams.from_config(config)))(
+            jax.random.key(config.seed))
+        loop = HostLoop(program, runner)
+        logger = RunLogger(config.log_dir, config.total_env_steps, 1, progress)
+        rows = []
+        per = iterations_per_period(config)
+        for period in range(num_periods(config)):
+            for phase, count in segments(config, period * per, (period + 1) * per):
+                state, metrics = loop.run(state, phase, count)
+            row = loop.period_metrics(state, metrics, period)
+            rows.append(row)
+            logger.log(row)
+        logger.close()
+    finally:
+        runner.close()
+    return TrainResult(state, stack_rows(rows), config, config.log_dir)
+
+
+class HostLoop:
+    """Steps a GymRunner from the host; adds and gradient steps run on the device in
+    jitted blocks of `config.host_block_steps` iterations (the policy acting within a
+    block is the one from the block's start)."""
+
+    def __init__(self, program: Program, runner: GymRunner):
+        self.program, self.runner = program, runner
+        learner = program.learner
+
+        def policy(actor_params, obs, root, iteration):
+            return learner.act(actor_params, obs, iteration_keys(root, iteration)[0])
+
+        def random(actor_params, obs, root, iteration):
+            key = iteration_keys(root, iteration)[0]
+            return connectors.random_module_action(key, obs.shape[0], program.act_dim)
+
+        self._act = {Phase.LEARN: jax.jit(policy), Phase.WARMUP: jax.jit(random),
+                     Phase.FIRST_UPDATE: jax.jit(random)}
+        self._blocks: dict[tuple[Phase, int], Callable] = {}
+        self._learner_metrics: list[dict[str, np.ndarray]] = []
+
+    def block(self, phase: Phase, size: int) -> Callable:
+        if (phase, size) not in self._blocks:
+            def run(state, steps, episodes, obs_stats):
+                def body(s, xs):
+                    return absorb(self.program, s, *xs, obs_stats, phase)
+                return jax.lax.scan(body, state, (steps, episodes))
+            self._blocks[phase, size] = jax.jit(run, donate_argnums=0)
+        return self._blocks[phase, size]
+
+    def run(self, state: TrainState, phase: Phase, count: int):
+        block_steps = self.program.config.host_block_steps
+        done = 0
+        while done < count:
+            size = min(block_steps, count - done)
+            steps, episodes = [], []
+            for i in range(size):
+                action = self._act[phase](state.learner.actor_params, self.runner.obs,
+                                          state.key, int(state.iteration) + i)
+                step, finished = self.runner.step(action)
+                steps.append(step)
+                episodes.append(finished)
+            stack = lambda xs: jax.tree.map(lambda *leaves: jnp.stack(leaves), *xs)
+            state, metrics = self.block(phase, size)(state, stack(steps), stack(episodes),
+                                                     self.runner.obs_norm)
+            if phase is not Phase.WARMUP:
+                self._learner_metrics.append(metrics)
+            done += size
+        return state, None
+
+    def period_metrics(self, state: TrainState, _, period: int) -> dict[str, Any]:
+        metrics = self._learner_metrics or [nan_learner_metrics()]
+        learner_metrics = {k: float(np.nanmean(np.concatenate(
+            [np.atleast_1d(np.asarray(m[k])) for m in metrics]))) for k in LEARNER_METRICS}
+        self._learner_metrics = []
+        returns = evaluate_gymnasium(self.program.config, state.learner.actor_params,
+                                     eval_key(state.key, period),
+                                     self.program.config.eval_episodes, self.runner.obs_norm)
+        config = self.program.config
+        return {
+            **learner_metrics,
+            "env_steps": int(state.iteration) * config.num_envs,
+            "grad_steps": int(state.learner.step),
+            "target_updates": int(state.learner.step) // config.target_network_update_freq,
+            **{k: np.asarray(v).item() for k, v in state.episodes.summary().items()},
+            "eval_return": float(np.mean(returns)),
+        }
+
+
+def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
+                       num_episodes: int, obs_stats: Any = None) -> np.ndarray:
+    """Deterministic-policy returns [num_episodes] on gymnasium envs, one episode per env."""
+    seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+    runner = GymRunner(config.env_id, num_episodes, "sync", 0, seed, normalize_obs=False)
+    try:
+        learner = make_learner(config, runner.obs_dim, runner.act_dim)
+        to_module = connectors.EnvToModule(normalize=config.normalize_obs)
+        stats = obs_stats if obs_stats is not None else to_module.init(runner.obs_dim)
+        act = jax.jit(lambda p, obs: learner.act(
+            p, to_module.apply(stats, obs), key, deterministic=True))
+        total = np.zeros(num_episodes)
+        finished = np.zeros(num_episodes, bool)
+        raw_obs = runner.obs  # flattened float32, not normalized (normalize_obs=False)
+        while not finished.all():
+            step, _ = runner.step(act(actor_params, raw_obs))
+            step = jax.device_get(step)
+            total += np.where(finished, 0.0, step.reward)
+            finished |= step.terminated | step.truncated
+            raw_obs = step.next_obs
+        return total
+    finally:
+        runner.close()
