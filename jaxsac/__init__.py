@@ -1,7 +1,41 @@
-"""jaxsac: Soft Actor-Critic for JAX, written as pure functions."""
+"""jaxsac: Soft Actor-Critic for JAX, written as pure functions.
 
+    config = jaxsac.tuned("Pendulum-v1")
+    result = jaxsac.train(config)                      # any backend
+    train_fn = jaxsac.make_train(config)               # JAX envs: key -> (TrainState, metrics)
+"""
+
+from jaxsac import connectors, envs, learner, networks, replay
+from jaxsac.algorithm import (
+    TrainResult,
+    TrainState,
+    evaluate,
+    make_train,
+    train,
+    training_step,
+)
 from jaxsac.config import SACConfig
+from jaxsac.learner import LearnerState, make_learner
+from jaxsac.tuned import tuned
 from jaxsac.types import Batch, Step
 
-__all__ = ["Batch", "SACConfig", "Step"]
+__all__ = [
+    "Batch",
+    "LearnerState",
+    "SACConfig",
+    "Step",
+    "TrainResult",
+    "TrainState",
+    "connectors",
+    "envs",
+    "evaluate",
+    "learner",
+    "make_learner",
+    "make_train",
+    "networks",
+    "replay",
+    "train",
+    "training_step",
+    "tuned",
+]
 __version__ = "0.1.0"

@@ -28,58 +28,95 @@ class SACConfig:
     training step, or one every `1 / utd_ratio` env steps when that is below one.
     """
 
-    # Environment and run.
     env_id: str = "Pendulum-v1"
+    """Gymnasium id of the environment (a JAX implementation is used when there is one)."""
     backend: Literal["auto", "jax", "gymnasium"] = "auto"
+    """"jax": the env runs on the device inside the jitted program; "gymnasium": a host
+    loop; "auto": jax when the env has a JAX implementation."""
     num_envs: int = 1
+    """Parallel envs, each stepped once per iteration."""
     vectorization: Literal["sync", "async"] = "sync"
+    """Gymnasium vector env: one process ("sync") or one process per env ("async")."""
     seed: int = 0
+    """Root seed: the run's key is jax.random.key(seed)."""
     total_env_steps: int = 100_000
+    """Env steps of the whole run (a multiple of log_every)."""
     learning_starts: int = 1_500
+    """Env steps of uniform random actions before the policy acts and learning starts."""
     max_env_restarts: int = 3
+    """Consecutive failures of one gymnasium env that are rebuilt before the run stops."""
     normalize_obs: bool = False
+    """Normalize observations with running mean/std statistics (saved with checkpoints)."""
 
-    # SAC hyperparameters (REFERENCE.md).
     gamma: float = 0.99
+    """Discount γ."""
     tau: float = 0.005
+    """Polyak coefficient of the target critics: θ̄ ← τθ + (1 − τ)θ̄."""
     batch_size: int = 256
+    """Transitions per gradient step."""
     buffer_capacity: int = 1_000_000
+    """Env steps the replay buffer holds (a multiple of num_envs), oldest overwritten first."""
     actor_lr: float = 3e-4
+    """Adam learning rate of the actor."""
     critic_lr: float = 3e-4
+    """Adam learning rate of the critics."""
     alpha_lr: float = 3e-4
+    """Adam learning rate of log α."""
     initial_alpha: float = 1.0
+    """Entropy temperature α at the start."""
     learn_alpha: bool = True
+    """Learn α toward the target entropy; False keeps α = initial_alpha."""
     target_entropy: float | Literal["auto"] = "auto"
+    """Target entropy H̄; "auto" is −|A|."""
     n_step: int | tuple[int, int] = 1
+    """n of n-step returns, or (n_min, n_max): each sample draws n from that range."""
     num_q: int = 2
+    """Critics in the ensemble; targets use their minimum."""
     utd_ratio: float = 1.0
+    """Gradient steps per env step."""
     target_network_update_freq: int = 1
+    """Gradient steps between Polyak target updates."""
     hidden_sizes: tuple[int, ...] = (256, 256)
+    """Hidden layer sizes of the actor and of each critic."""
     activation: Literal["relu", "tanh", "elu", "gelu", "silu", "leaky_relu"] = "relu"
+    """Hidden-layer activation."""
     critic_loss: Literal["mse", "huber"] = "mse"
+    """Critic loss: ½x² ("mse") or Huber with δ = 1 ("huber")."""
     grad_clip: float | None = None
+    """Global-norm gradient clipping, applied to each optimizer separately; None: off."""
 
-    # Prioritized replay.
     prioritized: bool = False
+    """Prioritized replay (sum tree) instead of uniform sampling."""
     priority_alpha: float = 0.6
+    """Priority exponent α: P(t) ∝ p_t^α."""
     priority_beta: float = 0.4
+    """Importance-sampling exponent β."""
     priority_beta_final: float | None = None
+    """If set, β moves linearly to this value over priority_beta_steps gradient steps."""
     priority_beta_steps: int = 0
+    """Length of the β schedule, in gradient steps."""
     priority_eps: float = 1e-6
+    """ε in the priority p = |td_error| + ε."""
 
-    # Logging, evaluation, checkpoints. Each log period (`log_every` env steps) ends with
-    # a row of metrics and a deterministic evaluation over `eval_episodes` episodes.
-    # The gymnasium loop runs `host_block_steps` iterations' adds and gradient steps
-    # in one jitted call.
     log_every: int = 1_000
+    """Env steps per log period; each ends with a metrics row and an evaluation."""
     eval_episodes: int = 10
+    """Episodes of each deterministic evaluation."""
     host_block_steps: int = 8
+    """Gymnasium loop: iterations whose buffer adds and gradient steps run in one jitted
+    call (the policy acting within them is the one from the block's start)."""
     log_dir: str | None = None
+    """Folder for metrics.csv, TensorBoard events and curve.png; None: no files."""
     checkpoint_dir: str | None = None
+    """Folder for Orbax checkpoints; None: no checkpoints."""
     checkpoint_every: int = 0
+    """Env steps between checkpoints (0: only at the end of the run)."""
     checkpoint_buffer: bool = True
+    """Include the replay buffer in checkpoints."""
     max_to_keep: int = 3
+    """Checkpoints kept; older ones are deleted."""
     resume: bool = False
+    """Continue from the latest checkpoint in checkpoint_dir."""
 
     def __post_init__(self) -> None:
         for name in ("n_step", "hidden_sizes"):

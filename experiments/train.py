@@ -1,0 +1,69 @@
+"""Train SAC from the command line; every SACConfig field is a flag.
+
+    python -m experiments.train --tuned Pendulum-v1 --num-seeds 5 --log-dir runs/pendulum
+    python -m experiments.train --env-id MountainCarContinuous-v0 --total-env-steps 50000
+    python -m experiments.train --help
+
+`--tuned ENV_ID` starts from that tuned example; other flags override its values.
+`--num-seeds N` trains N seeds vmapped in one program (JAX envs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from typing import Annotated
+
+import numpy as np
+import tyro
+
+import jaxsac
+from jaxsac.tuned import available
+
+
+@dataclasses.dataclass
+class Args:
+    """Train SAC. Every SACConfig field is a flag; --tuned picks a tuned example's defaults."""
+
+    config: Annotated[jaxsac.SACConfig, tyro.conf.arg(name=""), tyro.conf.OmitArgPrefixes]
+    tuned: str | None = None
+    """Start from this env id's tuned example (one of jaxsac.tuned.available())."""
+    num_seeds: int = 1
+    """Seeds trained together (vmapped in one program for JAX envs)."""
+    progress: bool = True
+    """Show a progress bar."""
+
+
+def parse(argv: list[str]) -> Args:
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--tuned", default=None)
+    known, _ = pre.parse_known_args(argv)
+    if known.tuned is not None and known.tuned not in available():
+        raise SystemExit(f"--tuned {known.tuned!r}: no tuned example; available: {available()}")
+    base = jaxsac.tuned(known.tuned) if known.tuned else jaxsac.SACConfig()
+    return tyro.cli(Args, default=Args(config=base, tuned=known.tuned), args=argv,
+                    description=__doc__)
+
+
+def main(argv: list[str] | None = None) -> jaxsac.TrainResult:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    config = args.config
+    print(f"jaxsac: training {config.env_id} for {config.total_env_steps} env steps"
+          f" x {args.num_seeds} seed(s)")
+    result = jaxsac.train(config, num_seeds=args.num_seeds, progress=args.progress)
+    final = np.atleast_1d(result.metrics["eval_return"][-1])
+    print(f"final deterministic evaluation return per seed: {np.round(final, 1).tolist()}")
+    if config.log_dir:
+        log_dir = os.path.abspath(config.log_dir)
+        print(f"metrics:      {os.path.join(log_dir, 'metrics.csv')}")
+        print(f"tensorboard:  {os.path.join(log_dir, 'tb')}")
+        print(f"curve:        {os.path.join(log_dir, 'curve.png')}")
+    if config.checkpoint_dir:
+        print(f"checkpoints:  {os.path.abspath(config.checkpoint_dir)}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""Tuned example configurations, one readable JSON file per environment id.
+
+    config = jaxsac.tuned("Pendulum-v1", total_env_steps=20_000, seed=3)
+
+Each file holds the SACConfig fields that differ from the defaults, plus an `_about`
+note saying where the setting comes from and what it should reach.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+from jaxsac.config import SACConfig
+
+
+def available() -> list[str]:
+    """Environment ids with a tuned configuration."""
+    files = resources.files(__name__).iterdir()
+    return sorted(f.name.removesuffix(".json") for f in files if f.name.endswith(".json"))
+
+
+def tuned_values(env_id: str) -> dict[str, Any]:
+    """The stored fields of `env_id`'s tuned configuration (without the note)."""
+    if env_id not in available():
+        raise ValueError(f"tuned: env_id={env_id!r} has no tuned configuration; "
+                         f"available: {available()}")
+    text = resources.files(__name__).joinpath(f"{env_id}.json").read_text()
+    return {k: v for k, v in json.loads(text).items() if not k.startswith("_")}
+
+
+def tuned(env_id: str, **overrides: Any) -> SACConfig:
+    """The tuned SACConfig for `env_id`, with `overrides` applied (and validated)."""
+    return SACConfig.from_dict({**tuned_values(env_id), **overrides})

@@ -1,0 +1,189 @@
+"""The training loop: schedule, metrics, determinism, sweeps and both backends."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxsac
+from jaxsac.algorithm import (
+    Phase,
+    gradient_schedule,
+    iterations_per_period,
+    make_train,
+    phase_of,
+    segments,
+    train,
+    warmup_iterations,
+)
+
+TINY = dict(hidden_sizes=(32, 32), batch_size=32, buffer_capacity=2_000, learning_starts=100,
+            log_every=200, total_env_steps=600, eval_episodes=2)
+
+
+def leaves_equal(a, b) -> bool:
+    """Bit-equal pytrees (NaN equal to NaN, as in metrics before learning starts)."""
+    def same(x, y):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        x, y = np.asarray(x), np.asarray(y)
+        nan_ok = np.issubdtype(x.dtype, np.floating)
+        return bool(np.array_equal(x, y, equal_nan=nan_ok))
+    return all(same(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
+
+
+@pytest.mark.parametrize(("learning_starts", "num_envs"), [(0, 1), (1, 1), (100, 1), (100, 8),
+                                                           (256, 3), (1000, 4)])
+def test_segments_cover_every_iteration_with_its_phase(learning_starts, num_envs):
+    config = jaxsac.SACConfig(learning_starts=learning_starts, num_envs=num_envs,
+                              log_every=24 * num_envs, total_env_steps=240 * num_envs,
+                              buffer_capacity=1200 * num_envs)
+    per = iterations_per_period(config)
+    for period in range(10):
+        expanded = [phase for phase, n in segments(config, period * per, (period + 1) * per)
+                    for _ in range(n)]
+        assert expanded == [phase_of(config, i) for i in range(period * per, (period + 1) * per)]
+    # Brute force REFERENCE.md: random actions while fewer than learning_starts env steps
+    # were taken; gradient steps once learning_starts steps are stored.
+    for i in range(300):
+        random_actions = i * num_envs < learning_starts
+        updates = (i + 1) * num_envs >= learning_starts
+        expected = (Phase.LEARN if not random_actions else
+                    Phase.FIRST_UPDATE if updates else Phase.WARMUP)
+        assert phase_of(config, i) is expected
+    assert warmup_iterations(config) == -(-learning_starts // num_envs)
+
+
+@pytest.mark.parametrize(("utd", "num_envs", "expected"),
+                         [(1.0, 1, (1, 1)), (1.0, 8, (8, 1)), (0.5, 4, (2, 1)),
+                          (0.25, 1, (1, 4)), (2.0, 3, (6, 1)), (0.1, 2, (1, 5))])
+def test_gradient_schedule(utd, num_envs, expected):
+    config = jaxsac.SACConfig(utd_ratio=utd, num_envs=num_envs, buffer_capacity=1000 * num_envs)
+    assert gradient_schedule(config) == expected
+
+
+def test_make_train_vmaps_over_seeds_with_metrics_per_period():
+    config = jaxsac.SACConfig(**TINY)
+    train_fn = make_train(config)
+    states, metrics = jax.jit(jax.vmap(train_fn))(jax.random.split(jax.random.key(0), 2))
+    assert metrics["eval_return"].shape == (2, 3)
+    np.testing.assert_array_equal(metrics["env_steps"], [[200, 400, 600]] * 2)
+    # Iteration 99 is the first with gradient steps (100 steps stored), one per iteration.
+    np.testing.assert_array_equal(metrics["grad_steps"], [[101, 301, 501]] * 2)
+    np.testing.assert_array_equal(states.learner.step, [501, 501])
+    assert not np.allclose(states.learner.actor_params["params"]["MLP_0"]["Dense_0"]["kernel"][0],
+                           states.learner.actor_params["params"]["MLP_0"]["Dense_0"]["kernel"][1])
+    # Pendulum episodes last 200 steps and each is followed by its NEXT_STEP reset row:
+    # episodes end at iterations 199 and 400 (the third would end at 601). Returns lie
+    # in [-16.3·200, 0].
+    np.testing.assert_array_equal(metrics["num_episodes"], [[1, 1, 2]] * 2)
+    assert np.all(metrics["episode_return_mean"][:, -1] <= 0)
+    assert np.all(metrics["episode_return_mean"][:, -1] >= -16.3 * 200)
+    assert np.all(np.isfinite(metrics["qf_loss"]))
+
+
+def test_same_config_and_key_give_the_same_bits():
+    config = jaxsac.SACConfig(**TINY)
+    run = jax.jit(make_train(config))
+    first, second = run(jax.random.key(3)), run(jax.random.key(3))
+    assert leaves_equal(first, second)
+    other = run(jax.random.key(4))
+    assert not leaves_equal(first[0].learner.actor_params, other[0].learner.actor_params)
+
+
+def test_chunked_train_is_reproducible_and_matches_make_train():
+    config = jaxsac.SACConfig(**TINY)
+    chunked = train(config, progress=False)
+    again = train(config, progress=False)
+    assert leaves_equal(chunked.state, again.state)
+    state, metrics = jax.jit(make_train(config))(jax.random.key(config.seed))
+    np.testing.assert_array_equal(chunked.metrics["grad_steps"], metrics["grad_steps"])
+    np.testing.assert_array_equal(chunked.metrics["num_episodes"], metrics["num_episodes"])
+    # XLA compiles one whole-run program and per-period programs with different
+    # fusions, so parameters agree to float32 rounding growth, not bit for bit.
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=0.05),
+                 chunked.state.learner.actor_params, state.learner.actor_params)
+
+
+def test_jitted_program_is_traced_once_per_call(monkeypatch):
+    import jaxsac.algorithm as algorithm
+
+    calls = []
+    original = algorithm.training_step
+    monkeypatch.setattr(algorithm, "training_step",
+                        lambda *a, **k: (calls.append(1), original(*a, **k))[1])
+    config = jaxsac.SACConfig(**{**TINY, "total_env_steps": 1_000})
+    jax.jit(make_train(config))(jax.random.key(0))
+    # One trace per phase segment: warm-up, first update, the rest of period 0, and the
+    # steady periods' scan body once however many periods there are.
+    assert len(calls) == 4
+
+
+def test_learning_rate_sweep_is_one_vmapped_call_equal_to_separate_runs():
+    config = jaxsac.SACConfig(**{**TINY, "total_env_steps": 400})
+    lrs = jnp.array([1e-4, 3e-4, 1e-3])
+    sweep_fn = make_train(config, sweep=("critic_lr",))
+    keys = jnp.stack([jax.random.key(0)] * 3)
+    states, _ = jax.jit(jax.vmap(sweep_fn))(keys, lrs)
+    for i, lr in enumerate([1e-4, 3e-4, 1e-3]):
+        single, _ = jax.jit(make_train(config, sweep=("critic_lr",)))(jax.random.key(0),
+                                                                      jnp.float32(lr))
+        jax.tree.map(lambda a, b, i=i: np.testing.assert_allclose(a[i], b, rtol=1e-4, atol=1e-5),
+                     states.learner.critic_params, single.learner.critic_params)
+    kernels = states.learner.critic_params["params"]["VmapMLP_0"]["Dense_0"]["kernel"]
+    assert not np.allclose(kernels[0], kernels[2])
+
+
+def test_make_train_rejects_unknown_sweep_fields_and_bad_schedules():
+    with pytest.raises(ValueError, match="batch_size"):
+        make_train(jaxsac.SACConfig(**TINY), sweep=("batch_size",))
+    with pytest.raises(ValueError, match="total_env_steps=650 must be a multiple of log_every"):
+        make_train(jaxsac.SACConfig(**{**TINY, "total_env_steps": 650}))
+    with pytest.raises(ValueError, match="log_every=200 must be a multiple of num_envs=3"):
+        make_train(jaxsac.SACConfig(**{**TINY, "num_envs": 3, "buffer_capacity": 3000}))
+
+
+def test_gymnasium_backend_trains_with_the_same_schedule(tmp_path):
+    config = jaxsac.SACConfig(**{**TINY, "backend": "gymnasium", "log_dir": str(tmp_path)})
+    result = train(config, progress=False)
+    np.testing.assert_array_equal(result.metrics["grad_steps"], [101, 301, 501])
+    np.testing.assert_array_equal(result.metrics["num_episodes"], [1, 1, 2])
+    assert np.all(np.isfinite(result.metrics["eval_return"]))
+    for name in ("metrics.csv", "curve.png"):
+        assert (tmp_path / name).exists()
+    assert list((tmp_path / "tb").iterdir())
+    lines = (tmp_path / "metrics.csv").read_text().splitlines()
+    assert len(lines) == 4 and "eval_return" in lines[0]
+
+
+def test_evaluate_jax_matches_a_gymnasium_rollout():
+    """The jitted evaluation of a fixed policy equals the same policy run in gymnasium."""
+    import gymnasium
+
+    config = jaxsac.SACConfig(**TINY)
+    learner = jaxsac.make_learner(config, 3, 1)
+    params = learner.init(jax.random.key(5)).actor_params
+    key = jax.random.key(9)
+    returns = jaxsac.evaluate(config, params, key, num_episodes=3)
+    assert returns.shape == (3,)
+    env = gymnasium.make("Pendulum-v1")
+    act = jax.jit(lambda o: learner.act(params, o[None], key, deterministic=True)[0])
+    for episode in range(3):
+        # Start gymnasium from the JAX env's reset state for this episode.
+        from jaxsac.algorithm import build_program
+        program = build_program(config)
+        states, _ = jax.vmap(program.env.reset)(jax.random.split(key, 3))
+        obs, _ = env.reset(seed=0)
+        theta = float(states.env_state.theta[episode])
+        theta_dot = float(states.env_state.theta_dot[episode])
+        env.unwrapped.state = np.array([theta, theta_dot])
+        obs = np.array([np.cos(theta), np.sin(theta), theta_dot], np.float32)
+        total, done = 0.0, False
+        while not done:
+            action = 2.0 * np.asarray(act(jnp.asarray(obs)))
+            obs, reward, terminated, truncated, _ = env.step(np.clip(action, -2, 2))
+            total += reward
+            done = terminated or truncated
+        np.testing.assert_allclose(returns[episode], total, rtol=1e-3)
