@@ -55,7 +55,7 @@ __all__ = [
 TREE_ARITY = 16
 """Children per node of the priority trees: depth ceil(log_16 capacity), 5 levels at 10^6."""
 
-UNIFORM_CANDIDATES = 2
+UNIFORM_CANDIDATES = 4
 """Candidate rows drawn per sample in each round of uniform rejection sampling."""
 
 MAX_CAPACITY = 2**30
@@ -255,28 +255,26 @@ def _tree_root(levels: tuple[jax.Array, ...], reduce: Callable) -> jax.Array:
 
 
 def _tree_sample(sums: tuple[jax.Array, ...], uniforms: jax.Array) -> jax.Array:
-    """Leaf ids drawn with probability leaf / total; uniforms: [B, depth] in [0, 1).
+    """Leaf ids drawn with probability leaf / total; uniforms: [B, depth] in [0, 1 - 2^-23].
 
-    The descent draws a fresh uniform per level and picks child j with probability
+    The descent uses a fresh uniform per level and picks child j with probability
     child_j / sum(children), so float32 resolution is relative to each node, not to the
-    whole tree. A child is picked only if its mass is positive, so a draw can never
-    land on an empty leaf while the root is positive.
+    whole tree. It never lands on an empty leaf while the root is positive: the prefix
+    sums are accumulated left to right, so they never decrease, and target = u * total
+    < total (u <= 1 - 2^-23, total a positive normal float); the chosen child is the
+    first j with prefix_j > target >= prefix_{j-1}, so its mass is positive.
     """
     node = jnp.zeros(uniforms.shape[:1], jnp.int32)
-    # Prefix sums as a product with an upper-triangular matrix of ones: faster than
-    # cumsum on CPU; HIGHEST precision keeps it float32 (no TF32/bf16) on GPU and TPU.
-    upper = jnp.triu(jnp.ones((TREE_ARITY, TREE_ARITY), jnp.float32))
     for depth, level in enumerate(reversed(sums)):
         children = level[node]  # [B, TREE_ARITY]
-        cumulative = jnp.dot(children, upper, precision=jax.lax.Precision.HIGHEST)
-        target = uniforms[:, depth] * cumulative[:, -1]
-        # The first child whose interval holds target; requiring positive mass keeps the
-        # choice off empty children even where rounding makes the prefix sums uneven.
-        holds_target = (cumulative > target[:, None]) & (children > 0)
-        child = jnp.argmax(holds_target, axis=-1).astype(jnp.int32)
-        # Rounding can put target at the total: then take the last child with mass.
-        last_positive = TREE_ARITY - 1 - jnp.argmax(children[:, ::-1] > 0, axis=-1)
-        child = jnp.where(jnp.any(holds_target, axis=-1), child, last_positive)
+        running = children[:, 0]
+        prefix = [running]
+        for j in range(1, TREE_ARITY):  # unrolled on purpose: a fixed left-to-right order
+            running = running + children[:, j]
+            prefix.append(running)
+        prefix = jnp.stack(prefix, axis=1)
+        target = uniforms[:, depth] * running
+        child = jnp.sum(prefix <= target[:, None], axis=1, dtype=jnp.int32)
         node = node * TREE_ARITY + child
     return node
 
@@ -300,18 +298,19 @@ def _n_step_batch(state: ReplayState, start: jax.Array, n: jax.Array, gamma: Any
     newest_slot = (state.write_slot - 1) % ring
     is_newest = walk_slots == newest_slot
     stop = ((flags & _DONE) != 0) | is_newest | (offsets == (n - 1)[:, None])
-    last = jnp.argmax(stop, axis=1).astype(jnp.int32)  # index of the k-th step, k = last + 1
+    # The first stop is the k-th step (k = last + 1); a min, not an argmax (slow on CPU).
+    last = jnp.min(jnp.where(stop, offsets, n_max), axis=1)
     n_step = last + 1
+    at_last = offsets[None, :] == last[:, None]
 
     gamma = jnp.asarray(gamma, jnp.float32)
     powers = gamma ** offsets.astype(jnp.float32)
     taken = offsets[None, :] <= last[:, None]
     n_step_reward = jnp.sum(jnp.where(taken, powers * reward, 0.0), axis=1)
-    last_flags = jnp.take_along_axis(flags, last[:, None], axis=1)[:, 0]
-    terminated = (last_flags & _TERMINATED) != 0
+    terminated = jnp.any(at_last & ((flags & _TERMINATED) != 0), axis=1)
     discount = jnp.where(terminated, 0.0, gamma ** n_step.astype(jnp.float32))
 
-    last_is_newest = jnp.take_along_axis(is_newest, last[:, None], axis=1)[:, 0]
+    last_is_newest = jnp.any(at_last & is_newest, axis=1)
     next_row = ((slot + n_step) % ring) * num_envs + env
     obs_extra_dims = (1,) * (state.obs.ndim - 1)
     next_obs = jnp.where(last_is_newest.reshape(-1, *obs_extra_dims),
@@ -328,31 +327,44 @@ def _n_step_batch(state: ReplayState, start: jax.Array, n: jax.Array, gamma: Any
     )
 
 
-def _uniform_starts(state: ReplayState, key: jax.Array, batch_size: int,
+def _unit_floats(words: jax.Array) -> jax.Array:
+    """uint32 words -> float32 uniform on {0, 2^-23, ..., 1 - 2^-23}."""
+    return jax.lax.shift_right_logical(words, jnp.uint32(9)).astype(jnp.float32) * 2.0**-23
+
+
+def _uniform_starts(state: ReplayState, words: jax.Array, key: jax.Array,
                     num_envs: int) -> jax.Array:
     """Start rows [B] uniform over valid rows, by exact rejection sampling.
 
-    Candidates are uniform over the written rows (a contiguous prefix of the flat rows,
-    since all envs advance in lockstep); the only written rows that are not valid
-    starts are reset rows, and the first candidate of a sample that is not a reset row
-    is kept. That is rejection sampling, so the kept row is exactly uniform over valid
-    rows. Each round draws UNIFORM_CANDIDATES candidates per sample; further rounds run
-    (in a while_loop) only for samples whose candidates were all reset rows, which is
-    rare: reset rows are at most about half of the written rows (one per episode end),
-    so a round fails with probability <= ~2^-UNIFORM_CANDIDATES, and far less for
-    episodes longer than one step. Cost per round: O(B) gathers of one flag byte.
+    words: [B, UNIFORM_CANDIDATES] uint32 random words for the first round; key seeds any
+    further rounds. The written rows are a contiguous prefix [0, W) of the flat rows (all
+    envs advance in lockstep). Each word gives a candidate uniform on [0, 2^m), the top m
+    bits, with 2^m the smallest power of two >= W; a candidate is accepted if it is < W
+    and not a reset row (the only written rows that are not valid starts), and the first
+    accepted candidate of each sample is kept. That is rejection sampling, so the kept
+    row is exactly uniform over the valid rows; no O(capacity) work, just a gather of
+    one flag byte per candidate. A candidate is accepted with probability
+    (W / 2^m) * (valid / W) >= 1/2 * valid / W, and reset rows are at most about half of
+    the written rows (one per episode end). A round of UNIFORM_CANDIDATES = 4 candidates
+    thus fails for a sample with probability <= (3/4)^4 ~ 0.3 in the worst case (one-step
+    episodes, W just above a power of two), <= (1/2)^4 ~ 0.06 with long episodes, and
+    ~1e-5 for a full buffer of 10^6 rows over 8 envs; only then does a further round run,
+    in a `while_loop`, for the samples still without a row.
     """
-    written = jnp.maximum(state.filled_slots * num_envs, 1)
+    written = jnp.maximum(state.filled_slots * num_envs, 1).astype(jnp.uint32)
+    shift = jax.lax.clz(written - 1)  # 32 - m; candidates are words >> shift
 
-    def draw(round_key):
-        candidates = jax.random.randint(
-            round_key, (batch_size, UNIFORM_CANDIDATES), 0, written, dtype=jnp.int32)
-        acceptable = (state.flags[candidates] & _RESET) == 0
-        first = jnp.argmax(acceptable, axis=1)
-        chosen = jnp.take_along_axis(candidates, first[:, None], axis=1)[:, 0]
+    def pick(words):
+        candidates = jax.lax.shift_right_logical(words, shift)
+        in_range = candidates < written
+        candidates = jnp.where(in_range, candidates, 0).astype(jnp.int32)
+        acceptable = in_range & ((state.flags[candidates] & _RESET) == 0)
+        chosen = candidates[:, -1]
+        for j in reversed(range(candidates.shape[1] - 1)):  # keep the first acceptable one
+            chosen = jnp.where(acceptable[:, j], candidates[:, j], chosen)
         return chosen, jnp.any(acceptable, axis=1)
 
-    start, accepted = draw(jax.random.fold_in(key, 0))
+    start, accepted = pick(words)
 
     def more_rounds_needed(carry):
         _, _, accepted = carry
@@ -360,7 +372,9 @@ def _uniform_starts(state: ReplayState, key: jax.Array, batch_size: int,
 
     def another_round(carry):
         round_index, start, accepted = carry
-        chosen, ok = draw(jax.random.fold_in(key, round_index))
+        round_words = jax.random.bits(jax.random.fold_in(key, round_index),
+                                      words.shape[::-1], jnp.uint32).T
+        chosen, ok = pick(round_words)
         return round_index + 1, jnp.where(accepted, start, chosen), accepted | ok
 
     _, start, _ = jax.lax.while_loop(more_rounds_needed, another_round,
@@ -503,19 +517,27 @@ def episode_buffer(
         w_t = (P(t) / min_j P(j))^-beta over valid rows, so max w <= 1.
         Before `can_sample(state)` is true the batch is arbitrary and its weights are 0.
         """
-        start_key, n_key = jax.random.split(key)
+        # One call of the PRNG gives every word the first attempt needs (on CPU each call
+        # of threefry is a loop, so fewer calls is much faster): row 0 draws n, the other
+        # rows the start rows. The second key seeds any further rejection rounds.
+        words_key, rounds_key = jax.random.split(key)
+        start_columns = len(state.priority_sums) if prioritized else UNIFORM_CANDIDATES
+        words = jax.random.bits(words_key, (1 + start_columns, batch_size), jnp.uint32)
+        start_words = words[1:].T  # [B, start_columns]
         can = can_sample(state)
         if prioritized:
-            uniforms = jax.random.uniform(start_key, (batch_size, len(state.priority_sums)))
-            start = jnp.minimum(_tree_sample(state.priority_sums, uniforms), capacity - 1)
+            start = jnp.minimum(_tree_sample(state.priority_sums, _unit_floats(start_words)),
+                                capacity - 1)
             leaf = state.priority_sums[0].reshape(-1)[start]
             min_leaf = _tree_root(state.priority_mins, jnp.min)
             weights = jnp.exp(-current_beta(state) * (jnp.log(leaf) - jnp.log(min_leaf)))
             weights = jnp.where(can, weights, 0.0)
         else:
-            start = _uniform_starts(state, start_key, batch_size, num_envs)
+            start = _uniform_starts(state, start_words, rounds_key, num_envs)
             weights = jnp.where(can, jnp.ones((batch_size,), jnp.float32), 0.0)
-        n = jax.random.randint(n_key, (batch_size,), n_min, n_max + 1, dtype=jnp.int32)
+        # n = n_min + word mod (n_max - n_min + 1): each n's probability is off by at most
+        # (n_max - n_min + 1) / 2^32 relative (as with one 32-bit word in any method).
+        n = n_min + (words[0] % jnp.uint32(n_max - n_min + 1)).astype(jnp.int32)
         return _n_step_batch(state, start, n, gamma, num_envs, n_max, weights)
 
     def update_priorities(state: ReplayState, indices: jax.Array,
