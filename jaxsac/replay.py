@@ -254,8 +254,10 @@ def _tree_root(levels: tuple[jax.Array, ...], reduce: Callable) -> jax.Array:
     return reduce(levels[-1][0])
 
 
-def _tree_sample(sums: tuple[jax.Array, ...], uniforms: jax.Array) -> jax.Array:
-    """Leaf ids drawn with probability leaf / total; uniforms: [B, depth] in [0, 1 - 2^-23].
+def _tree_sample(sums: tuple[jax.Array, ...], uniforms: jax.Array):
+    """Leaf ids [B] drawn with probability leaf / total, and their leaf values [B].
+
+    uniforms: [B, depth] in [0, 1 - 2^-23].
 
     The descent uses a fresh uniform per level and picks child j with probability
     child_j / sum(children), so float32 resolution is relative to each node, not to the
@@ -276,7 +278,11 @@ def _tree_sample(sums: tuple[jax.Array, ...], uniforms: jax.Array) -> jax.Array:
         target = uniforms[:, depth] * running
         child = jnp.sum(prefix <= target[:, None], axis=1, dtype=jnp.int32)
         node = node * TREE_ARITY + child
-    return node
+    # The leaf values come from the gather that chose the leaves: a separate read of the
+    # leaves would let XLA order it after a following in-place update_priorities, and
+    # then it copies the whole leaf level to keep the read valid.
+    leaf = jnp.sum(jnp.where(jnp.arange(TREE_ARITY) == child[:, None], children, 0.0), axis=1)
+    return node, leaf
 
 
 # --------------------------------------------------------------------------- n-step walk
@@ -526,9 +532,8 @@ def episode_buffer(
         start_words = words[1:].T  # [B, start_columns]
         can = can_sample(state)
         if prioritized:
-            start = jnp.minimum(_tree_sample(state.priority_sums, _unit_floats(start_words)),
-                                capacity - 1)
-            leaf = state.priority_sums[0].reshape(-1)[start]
+            start, leaf = _tree_sample(state.priority_sums, _unit_floats(start_words))
+            start = jnp.minimum(start, capacity - 1)  # only if the tree is empty
             min_leaf = _tree_root(state.priority_mins, jnp.min)
             weights = jnp.exp(-current_beta(state) * (jnp.log(leaf) - jnp.log(min_leaf)))
             weights = jnp.where(can, weights, 0.0)

@@ -373,6 +373,12 @@ def test_prioritized_frequencies_and_weights_follow_the_priorities():
     # A new step gets p_max^alpha, p_max = max(1, |td| + eps) so far.
     p_max = max(1.0, float(np.abs(td).max()) + eps)
     np.testing.assert_allclose(float(state.max_priority), p_max, rtol=1e-6)
+    next_step = make_stream(11, num_envs, 38, 6, 0.5)[-1]
+    state = add(state, next_step)
+    new_rows = [(37 % ring) * num_envs + env for env in range(num_envs)]
+    leaves = np.asarray(state.priority_sums[0]).reshape(-1)[new_rows]
+    new_is_reset = [bool(ref.done(env, 36)) for env in range(num_envs)]
+    np.testing.assert_allclose(leaves, np.where(new_is_reset, 0.0, p_max**alpha), rtol=1e-6)
 
 
 def test_updated_priorities_change_sampling_as_expected():
@@ -544,15 +550,21 @@ def test_traced_gamma_matches_python_gamma():
 
 @pytest.mark.parametrize("prioritized", [False, True])
 def test_donated_calls_update_in_place(prioritized):
-    """Donated add / update_priorities compile without a copy of any capacity-sized array."""
+    """Donated add, update_priorities and sample + update_priorities (one jit) compile
+    without a copy of any capacity-sized array."""
     capacity, num_envs = 4096, 8
     buf = episode_buffer(capacity, num_envs, 64, n_step=(1, 3), prioritized=prioritized)
     state = buf.init(example_step())
     step = make_stream(0, num_envs, 1, 3, 0.5)[0]
     calls = [(buf.add, (state, step))]
     if prioritized:
+        def sample_then_update(state, key, td_error):
+            batch = buf.sample(state, key)
+            return buf.update_priorities(state, batch.indices, td_error), batch
+
         calls.append((buf.update_priorities,
                       (state, jnp.zeros(64, jnp.int32), jnp.ones(64, jnp.float32))))
+        calls.append((sample_then_update, (state, jax.random.key(0), jnp.ones(64))))
     for fn, args in calls:
         hlo = jax.jit(fn, donate_argnums=0).lower(*args).compile().as_text()
         copies = [line for line in hlo.splitlines()
