@@ -510,27 +510,116 @@ def _train_jax(config: SACConfig, num_seeds: int, progress: bool) -> TrainResult
     over_seeds = (lambda f: jax.vmap(f)) if num_seeds > 1 else (lambda f: f)
     init = jax.jit(over_seeds(
         lambda key: init_state(program, key, Hyperparams.from_config(config))))
-    # Hyperparameters enter each chunk as constants, as they do in make_train's single
-    # program: XLA folds constants, so the same values as runtime leaves would round
-    # differently and break bit-equality with make_train.
+    # Hyperparameters enter each chunk as constants, as they do in make_train's program.
     hparams = Hyperparams.from_config(config)
     pin = lambda s: s.replace(learner=s.learner.replace(hparams=hparams))
-    steady = jax.jit(over_seeds(lambda s, p: run_steady_period(program, pin(s), p)),
-                     donate_argnums=0)
-    state = init(run_keys(config, num_seeds))
-    logger = RunLogger(config.log_dir, config.total_env_steps, num_seeds, progress)
-    rows = []
-    for period in range(num_periods(config)):
+    steady = jax.jit(over_seeds(lambda s, p: run_steady_period(program, pin(s), p)))
+
+    def run_one(state: TrainState, period: int):
         if period >= first_steady_period(config):
-            state, row = steady(state, jnp.asarray(period, jnp.int32))
-        else:
-            once = jax.jit(over_seeds(lambda s, p=period: run_period(program, pin(s), p)))
-            state, row = once(state)
-        row = jax.device_get(row)
-        rows.append(row)
-        logger.log(row)
-    logger.close()
+            return steady(state, jnp.asarray(period, jnp.int32))
+        once = jax.jit(over_seeds(lambda s: run_period(program, pin(s), period)))
+        return once(state)
+
+    state = init(run_keys(config, num_seeds))
+    return run_host_periods(config, state, run_one, num_seeds, progress)
+
+
+def run_host_periods(config: SACConfig, state: TrainState,
+                     run_one: Callable[[TrainState, int], tuple[TrainState, dict]],
+                     num_seeds: int, progress: bool,
+                     runner: GymRunner | None = None) -> TrainResult:
+    """The log periods of `train` from the host: resume, log, checkpoint, stop on NaN.
+
+    run_one(state, period) -> (state, metrics row) runs one log period.
+    """
+    checkpoints = Checkpoints(config, runner)
+    state = checkpoints.resume(state)
+    start = int(np.max(jax.device_get(state.iteration))) * config.num_envs // config.log_every
+    logger = RunLogger(config.log_dir, config.total_env_steps, num_seeds, progress,
+                       start_env_steps=start * config.log_every)
+    rows = []
+    try:
+        for period in range(start, num_periods(config)):
+            new_state, row = run_one(state, period)
+            row = jax.device_get(row)
+            if not all_finite(row, new_state.learner):
+                checkpoints.save(state, final=True)
+                raise FloatingPointError(
+                    f"non-finite losses or parameters in log period {period} (env steps "
+                    f"{period * config.log_every}..{(period + 1) * config.log_every}); the last "
+                    f"finite state was saved" + checkpoints.where())
+            state = new_state
+            rows.append(row)
+            logger.log(row)
+            checkpoints.maybe_save(state, last=period == num_periods(config) - 1)
+    finally:
+        logger.close()
     return TrainResult(state, stack_rows(rows), config, config.log_dir)
+
+
+def all_finite(row: dict[str, Any], learner_state: LearnerState) -> bool:
+    """Finite losses (they are NaN only before the first gradient step) and parameters."""
+    learned = np.asarray(row["grad_steps"]) > 0
+    losses_ok = all(not np.any(learned & ~np.isfinite(np.asarray(row[name])))
+                    for name in ("qf_loss", "policy_loss", "alpha_loss"))
+    params = (learner_state.actor_params, learner_state.critic_params, learner_state.log_alpha)
+    return losses_ok and all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(params))
+
+
+class Checkpoints:
+    """`train`'s use of jaxsac.checkpoint: resume, periodic and final saves.
+
+    For the gymnasium loop the host runner's observation statistics travel in
+    `TrainState.runner`.
+    """
+
+    def __init__(self, config: SACConfig, runner: GymRunner | None = None):
+        self.config, self.runner = config, runner
+        self.directory = config.checkpoint_dir
+        self._last_saved = -1
+
+    def where(self) -> str:
+        return f" to {self.directory}" if self.directory else " (no checkpoint_dir set)"
+
+    def resume(self, state: TrainState) -> TrainState:
+        if not (self.config.resume and self.directory):
+            return state
+        from jaxsac import checkpoint
+
+        if checkpoint.latest_step(self.directory) is None:
+            return state
+        restored, _ = checkpoint.restore(self.directory, config=self.config,
+                                         like=self._with_runner(state))
+        if self.runner is not None:
+            self.runner.obs_norm = restored.runner
+            restored = restored.replace(runner=None)
+        return restored
+
+    def _with_runner(self, state: TrainState) -> TrainState:
+        if self.runner is None:
+            return state
+        return state.replace(runner=self.runner.obs_norm)
+
+    def env_steps(self, state: TrainState) -> int:
+        return int(np.max(jax.device_get(state.iteration))) * self.config.num_envs
+
+    def maybe_save(self, state: TrainState, last: bool) -> None:
+        every = self.config.checkpoint_every
+        steps = self.env_steps(state)
+        if last or (every and steps // every > self._last_saved // every):
+            self.save(state)
+
+    def save(self, state: TrainState, final: bool = False) -> None:
+        if not self.directory:
+            return
+        from jaxsac import checkpoint
+
+        steps = self.env_steps(state)
+        if steps == self._last_saved:
+            return
+        checkpoint.save(self.directory, self._with_runner(state), self.config, steps)
+        self._last_saved = steps
 
 
 def stack_rows(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
@@ -555,19 +644,9 @@ def _train_gymnasium(config: SACConfig, progress: bool) -> TrainResult:
         state = jax.jit(lambda key: init_state(program, key, Hyperparams.from_config(config)))(
             jax.random.key(config.seed))
         loop = HostLoop(program, runner)
-        logger = RunLogger(config.log_dir, config.total_env_steps, 1, progress)
-        rows = []
-        per = iterations_per_period(config)
-        for period in range(num_periods(config)):
-            for phase, count in segments(config, period * per, (period + 1) * per):
-                state, metrics = loop.run(state, phase, count)
-            row = loop.period_metrics(state, metrics, period)
-            rows.append(row)
-            logger.log(row)
-        logger.close()
+        return run_host_periods(config, state, loop.run_period, 1, progress, runner)
     finally:
         runner.close()
-    return TrainResult(state, stack_rows(rows), config, config.log_dir)
 
 
 class HostLoop:
@@ -600,7 +679,14 @@ class HostLoop:
             self._blocks[phase, size] = jax.jit(run, donate_argnums=0)
         return self._blocks[phase, size]
 
-    def run(self, state: TrainState, phase: Phase, count: int):
+    def run_period(self, state: TrainState, period: int):
+        """One log period: its iterations block by block, then its metrics row."""
+        per = iterations_per_period(self.program.config)
+        for phase, count in segments(self.program.config, period * per, (period + 1) * per):
+            state = self.run(state, phase, count)
+        return state, self.period_metrics(state, period)
+
+    def run(self, state: TrainState, phase: Phase, count: int) -> TrainState:
         block_steps = self.program.config.host_block_steps
         done = 0
         while done < count:
@@ -618,9 +704,9 @@ class HostLoop:
             if phase is not Phase.WARMUP:
                 self._learner_metrics.append(metrics)
             done += size
-        return state, None
+        return state
 
-    def period_metrics(self, state: TrainState, _, period: int) -> dict[str, Any]:
+    def period_metrics(self, state: TrainState, period: int) -> dict[str, Any]:
         metrics = self._learner_metrics or [nan_learner_metrics()]
         learner_metrics = {k: float(np.nanmean(np.concatenate(
             [np.atleast_1d(np.asarray(m[k])) for m in metrics]))) for k in LEARNER_METRICS}
