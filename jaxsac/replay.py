@@ -236,6 +236,12 @@ def _tree_write(sums: tuple[jax.Array, ...], mins: tuple[jax.Array, ...], leaf: 
     every write is deterministic. Each node is recomputed as the sum (min) of its
     children, never updated by a delta, so float32 error does not accumulate.
     """
+    # An ordering token: the previous write to the trees ended at their top level, after
+    # all its reads of the lower levels. Making this write's leaf values depend on the
+    # top level (through a zero XLA cannot fold away) orders it after those reads;
+    # without it XLA may copy whole levels to keep the reads valid.
+    order = 0.0 * (jnp.minimum(sums[-1][0, 0], 0.0) + jnp.minimum(mins[-1][0, 0], 0.0))
+    sum_value, min_value = sum_value + order, min_value + order
     new_sums, new_mins = [], []
     node = leaf
     for level_sum, level_min in zip(sums, mins, strict=True):
@@ -559,8 +565,11 @@ def episode_buffer(
         _check_priority_args(indices, td_error)
         indices = jnp.clip(jnp.asarray(indices, jnp.int32), 0, capacity - 1)
         priority = jnp.abs(jnp.asarray(td_error, jnp.float32)) + jnp.float32(eps)
-        valid = ((indices < state.filled_slots * num_envs)
-                 & ((state.flags[indices] & _RESET) == 0))
+        # A row is a valid start exactly when its leaf is positive. Reading the leaves
+        # (not the flags) keeps this read in the data flow of the tree writes, so a
+        # following in-place `add` in the same program does not copy the flags.
+        leaves = state.priority_sums[0]
+        valid = leaves[indices // TREE_ARITY, indices % TREE_ARITY] > 0
         leaf_value = jnp.clip(priority ** alpha, _MIN_LEAF, _MAX_LEAF)
 
         order = jnp.argsort(indices, stable=True)

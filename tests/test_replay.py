@@ -550,22 +550,42 @@ def test_traced_gamma_matches_python_gamma():
 
 @pytest.mark.parametrize("prioritized", [False, True])
 def test_donated_calls_update_in_place(prioritized):
-    """Donated add, update_priorities and sample + update_priorities (one jit) compile
-    without a copy of any capacity-sized array."""
-    capacity, num_envs = 4096, 8
-    buf = episode_buffer(capacity, num_envs, 64, n_step=(1, 3), prioritized=prioritized)
+    """Compiled with the state donated, these programs copy no capacity-sized array:
+    add; update_priorities; sample then update_priorities; and lax.scan loops of a
+    training step (add, then sample and update, td from the batch) and of back-to-back
+    updates and adds."""
+    capacity, num_envs, batch_size = 4096, 8, 64
+    buf = episode_buffer(capacity, num_envs, batch_size, n_step=(1, 3),
+                         prioritized=prioritized)
     state = buf.init(example_step())
     step = make_stream(0, num_envs, 1, 3, 0.5)[0]
-    calls = [(buf.add, (state, step))]
-    if prioritized:
-        def sample_then_update(state, key, td_error):
-            batch = buf.sample(state, key)
-            return buf.update_priorities(state, batch.indices, td_error), batch
+    indices, td_error = jnp.arange(batch_size, dtype=jnp.int32), jnp.ones(batch_size)
+    key = jax.random.key(0)
 
-        calls.append((buf.update_priorities,
-                      (state, jnp.zeros(64, jnp.int32), jnp.ones(64, jnp.float32))))
-        calls.append((sample_then_update, (state, jax.random.key(0), jnp.ones(64))))
-    for fn, args in calls:
+    def sample_then_update(state, key, td_error):
+        batch = buf.sample(state, key)
+        return buf.update_priorities(state, batch.indices, td_error), batch
+
+    def training_step(state, i):
+        state = buf.add(state, step)
+        for j in range(2):
+            batch = buf.sample(state, jax.random.fold_in(key, 2 * i + j))
+            state = buf.update_priorities(state, batch.indices, batch.reward * batch.weights)
+        return state, batch.reward
+
+    def update_then_add(state, i):
+        state = buf.update_priorities(state, indices + i, td_error)
+        state = buf.update_priorities(state, 3 * indices + i, td_error)
+        return buf.add(state, step), None
+
+    programs = [
+        (buf.add, (state, step)),
+        (buf.update_priorities, (state, indices, td_error)),
+        (sample_then_update, (state, key, td_error)),
+        (lambda state: jax.lax.scan(training_step, state, jnp.arange(4)), (state,)),
+        (lambda state: jax.lax.scan(update_then_add, state, jnp.arange(4)), (state,)),
+    ]
+    for fn, args in programs:
         hlo = jax.jit(fn, donate_argnums=0).lower(*args).compile().as_text()
         copies = [line for line in hlo.splitlines()
                   if re.search(r"= \w+\[(4096|256,16)[\],].* copy\(", line)]
