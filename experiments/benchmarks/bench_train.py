@@ -1,0 +1,104 @@
+"""Env steps/s of whole training iterations (env step, add, sample, update, priorities).
+
+    .venv/bin/python -m experiments.benchmarks.bench_train [--periods 3] [--seeds 1 8]
+
+Pendulum-v1, batch 256, 256×256 networks, one gradient step per env step, learning
+starts 1,000. Each log period is 1,000 env steps. Reported: the compile time of the
+steady-state period program, and env steps/s over the steady periods after it (the JAX
+path with 1 seed and with seeds vmapped; the gymnasium host loop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import jax
+import jax.numpy as jnp
+
+import jaxsac
+from jaxsac.algorithm import (
+    HostLoop,
+    build_program,
+    host_program,
+    init_state,
+    run_period,
+    run_steady_period,
+)
+from jaxsac.env_runner import GymRunner
+from jaxsac.learner import Hyperparams
+
+
+def bench_config(**changes) -> jaxsac.SACConfig:
+    return jaxsac.SACConfig(env_id="Pendulum-v1", learning_starts=1_000, log_every=1_000,
+                            total_env_steps=100_000, batch_size=256, hidden_sizes=(256, 256),
+                            utd_ratio=1.0, buffer_capacity=100_000, **changes)
+
+
+def timed(fn, *args):
+    start = time.perf_counter()
+    out = jax.block_until_ready(fn(*args))
+    return out, time.perf_counter() - start
+
+
+def bench_jax(num_seeds: int, periods: int) -> dict:
+    config = bench_config(backend="jax")
+    program = build_program(config)
+    vm = (lambda f: jax.vmap(f)) if num_seeds > 1 else (lambda f: f)
+    init = jax.jit(vm(lambda k: init_state(program, k, Hyperparams.from_config(config))))
+    keys = jax.random.split(jax.random.key(0), num_seeds) if num_seeds > 1 else jax.random.key(0)
+    state = init(keys)
+    state, _ = jax.jit(vm(lambda s: run_period(program, s, 0)))(state)  # warm-up period
+    steady = jax.jit(vm(lambda s, p: run_steady_period(program, s, p)), donate_argnums=0)
+    (state, _), first = timed(steady, state, jnp.int32(1))
+    seconds = []
+    for period in range(2, 2 + periods):
+        (state, _), t = timed(steady, state, jnp.int32(period))
+        seconds.append(t)
+    per_period = sum(seconds) / len(seconds)
+    return {"path": "jax", "seeds": num_seeds,
+            "env_steps_per_s": round(num_seeds * config.log_every / per_period, 1),
+            "env_steps_per_s_per_seed": round(config.log_every / per_period, 1),
+            "compile_s": round(first - per_period, 2)}
+
+
+def bench_gymnasium(periods: int) -> dict:
+    config = bench_config(backend="gymnasium")
+    runner = GymRunner(config.env_id, config.num_envs, seed=0)
+    try:
+        program = host_program(config, runner)
+        state = jax.jit(lambda k: init_state(program, k, Hyperparams.from_config(config)))(
+            jax.random.key(0))
+        loop = HostLoop(program, runner)
+        state, _ = loop.run_period(state, 0)
+        (state, _), first = timed(loop.run_period, state, 1)
+        seconds = []
+        for period in range(2, 2 + periods):
+            (state, _), t = timed(loop.run_period, state, period)
+            seconds.append(t)
+    finally:
+        runner.close()
+    per_period = sum(seconds) / len(seconds)
+    return {"path": "gymnasium", "seeds": 1,
+            "env_steps_per_s": round(config.log_every / per_period, 1),
+            "env_steps_per_s_per_seed": round(config.log_every / per_period, 1),
+            "compile_s": round(first - per_period, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--periods", type=int, default=3, help="steady periods timed")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--skip-gymnasium", action="store_true")
+    args = parser.parse_args()
+    results = [bench_jax(n, args.periods) for n in args.seeds]
+    if not args.skip_gymnasium:
+        results.append(bench_gymnasium(args.periods))
+    machine = f"{platform.machine()}, {jax.devices()[0].device_kind}, jax {jax.__version__}"
+    print(json.dumps({"machine": machine, "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
