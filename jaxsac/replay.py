@@ -232,9 +232,10 @@ def _tree_write(sums: tuple[jax.Array, ...], mins: tuple[jax.Array, ...], leaf: 
                 sum_value: jax.Array, min_value: jax.Array):
     """Sets leaves and recomputes their ancestors from their children; O(M log capacity).
 
-    leaf: [M] int32 leaf ids (= rows). A repeated id must come with the same values, so
-    every write is deterministic. Each node is recomputed as the sum (min) of its
-    children, never updated by a delta, so float32 error does not accumulate.
+    leaf: [M] int32 leaf ids (= rows). A repeated id gets the largest of its values in
+    both trees (a scatter-max, deterministic on every backend, unlike a scatter-set with
+    repeated ids). Each node is recomputed as the sum (min) of its children, never
+    updated by a delta, so float32 error does not accumulate.
     """
     # An ordering token: the previous write to the trees ended at their top level, after
     # all its reads of the lower levels. Making this write's leaf values depend on the
@@ -244,10 +245,18 @@ def _tree_write(sums: tuple[jax.Array, ...], mins: tuple[jax.Array, ...], leaf: 
     sum_value, min_value = sum_value + order, min_value + order
     new_sums, new_mins = [], []
     node = leaf
-    for level_sum, level_min in zip(sums, mins, strict=True):
+    for depth, (level_sum, level_min) in enumerate(zip(sums, mins, strict=True)):
         row, col = node // TREE_ARITY, node % TREE_ARITY
-        level_sum = level_sum.at[row, col].set(sum_value)
-        level_min = level_min.at[row, col].set(min_value)
+        if depth == 0:  # leaves: clear to 0, then max over repeated ids
+            # min(value, 0) is 0 (values are >= 0) but keeps the clearing write in the
+            # data flow of the values, after any read they were computed from.
+            level_sum = (level_sum.at[row, col].set(jnp.minimum(sum_value, 0.0))
+                         .at[row, col].max(sum_value))
+            level_min = (level_min.at[row, col].set(jnp.minimum(min_value, 0.0))
+                         .at[row, col].max(min_value))
+        else:  # a repeated node gets the same value from every writer
+            level_sum = level_sum.at[row, col].set(sum_value)
+            level_min = level_min.at[row, col].set(min_value)
         new_sums.append(level_sum)
         new_mins.append(level_min)
         sum_value = jnp.sum(level_sum[row], axis=-1)
@@ -556,9 +565,10 @@ def episode_buffer(
         """Sets p = |td_error| + eps (stored as p^alpha) for rows `indices`; O(B log C).
 
         indices: [B] int32 (`Batch.indices`); td_error: [B] float32. p_max grows to the
-        largest p. A repeated index takes the value of its last occurrence (as a loop of
-        single updates would). Indices of rows that are no longer valid (overwritten by a
-        reset row) are ignored. With uniform sampling this returns `state` unchanged.
+        largest p. A repeated index (the same start row drawn twice) gets the largest of
+        its priorities, deterministically on every backend. Indices of rows that are no
+        longer valid (overwritten by a reset row) are ignored. With uniform sampling this
+        returns `state` unchanged.
         """
         if not prioritized:
             return state
@@ -572,18 +582,9 @@ def episode_buffer(
         valid = leaves[indices // TREE_ARITY, indices % TREE_ARITY] > 0
         leaf_value = jnp.clip(priority ** alpha, _MIN_LEAF, _MAX_LEAF)
 
-        order = jnp.argsort(indices, stable=True)
-        sorted_indices = indices[order]
-        positions = jnp.arange(indices.shape[0], dtype=jnp.int32)
-        ends_run = jnp.concatenate([sorted_indices[1:] != sorted_indices[:-1],
-                                    jnp.ones((1,), bool)])
-        run_last = jax.lax.cummin(jnp.where(ends_run, positions, indices.shape[0]),
-                                  reverse=True)
-        value = leaf_value[order][run_last]
-        sorted_valid = valid[order]
-        sums, mins = _tree_write(state.priority_sums, state.priority_mins, sorted_indices,
-                                 jnp.where(sorted_valid, value, 0.0),
-                                 jnp.where(sorted_valid, value, jnp.inf))
+        sums, mins = _tree_write(state.priority_sums, state.priority_mins, indices,
+                                 jnp.where(valid, leaf_value, 0.0),
+                                 jnp.where(valid, leaf_value, jnp.inf))
         max_priority = jnp.maximum(state.max_priority,
                                    jnp.max(jnp.where(valid, priority, 0.0)))
         return state.replace(priority_sums=sums, priority_mins=mins,

@@ -408,7 +408,7 @@ def test_updated_priorities_change_sampling_as_expected():
     assert abs(share - expected) < 5 * sigma
 
 
-def test_repeated_indices_take_the_last_value_and_invalid_rows_are_ignored():
+def test_repeated_indices_take_the_largest_value_and_invalid_rows_are_ignored():
     ring, num_envs, stream = priority_stream()
     buf, add, _, update, _ = jitted(ring * num_envs, num_envs, 256, (1, 3), 0.9, True)
     state = filled(add, buf, stream)
@@ -420,7 +420,7 @@ def test_repeated_indices_take_the_last_value_and_invalid_rows_are_ignored():
                                       np.int32),
                       np.array([5.0, 2.0, 7.0, 3.0, 9.0], np.float32))
     single = update(update(state, np.array([valid[1]], np.int32), np.array([2.0], np.float32)),
-                    np.array([valid[0]], np.int32), np.array([3.0], np.float32))
+                    np.array([valid[0]], np.int32), np.array([7.0], np.float32))
     for a, b in zip(repeated.priority_sums + repeated.priority_mins,
                     single.priority_sums + single.priority_mins, strict=True):
         np.testing.assert_array_equal(a, b)
