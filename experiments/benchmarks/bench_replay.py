@@ -14,6 +14,7 @@ copied the buffer would grow with capacity.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 
@@ -152,7 +153,8 @@ def main() -> None:
     args = parser.parse_args()
 
     print(f"jax {jax.__version__}, backend {jax.default_backend()}, "
-          f"{jax.devices()[0].device_kind}, {platform.processor() or platform.machine()}")
+          f"{jax.devices()[0].device_kind}, {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
     print(f"obs dim {OBS_DIM}, act dim {ACT_DIM}, {NUM_ENVS} envs, batch {BATCH_SIZE}, "
           f"n_step {N_STEP}; microseconds, best of {args.repeats}")
     rows = [
@@ -185,8 +187,11 @@ def main() -> None:
                                      for c in args.capacities))
     print(f"(one obs + one action + reward + flags = {4 * OBS_DIM + 4 * ACT_DIM + 4 + 1} bytes)")
     for c in args.capacities:
-        ratio = results[c]["sample_update"] / results[c]["sample_uniform"]
-        print(f"capacity {c:,}: prioritized sample+update / uniform sample = {ratio:.2f}x")
+        per_call = results[c]["sample_update"] / results[c]["sample_uniform"]
+        in_scan = results[c]["sample_update_scan"] / results[c]["sample_uniform_scan"]
+        print(f"capacity {c:,}: prioritized sample+update / uniform sample = "
+              f"{per_call:.2f}x per call, {in_scan:.2f}x in scan")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":
