@@ -15,6 +15,7 @@ same bits as one uninterrupted call.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -725,22 +726,30 @@ class HostLoop:
         }
 
 
+@functools.lru_cache(maxsize=16)
+def deterministic_policy(config: SACConfig, obs_dim: int, act_dim: int) -> Callable:
+    """Jitted (actor_params, obs_stats, raw obs [B, obs_dim]) -> tanh(μ) [B, act_dim]."""
+    learner = make_learner(config, obs_dim, act_dim)
+    to_module = connectors.EnvToModule(normalize=config.normalize_obs)
+    key = jax.random.key(0)  # unused by the deterministic action
+    return jax.jit(lambda params, stats, obs: learner.act(
+        params, to_module.apply(stats, obs), key, deterministic=True))
+
+
 def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
                        num_episodes: int, obs_stats: Any = None) -> np.ndarray:
     """Deterministic-policy returns [num_episodes] on gymnasium envs, one episode per env."""
     seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
     runner = GymRunner(config.env_id, num_episodes, "sync", 0, seed, normalize_obs=False)
     try:
-        learner = make_learner(config, runner.obs_dim, runner.act_dim)
-        to_module = connectors.EnvToModule(normalize=config.normalize_obs)
-        stats = obs_stats if obs_stats is not None else to_module.init(runner.obs_dim)
-        act = jax.jit(lambda p, obs: learner.act(
-            p, to_module.apply(stats, obs), key, deterministic=True))
+        act = deterministic_policy(config, runner.obs_dim, runner.act_dim)
+        if obs_stats is None:
+            obs_stats = connectors.init_obs_norm(runner.obs_dim)
         total = np.zeros(num_episodes)
         finished = np.zeros(num_episodes, bool)
         raw_obs = runner.obs  # flattened float32, not normalized (normalize_obs=False)
         while not finished.all():
-            step, _ = runner.step(act(actor_params, raw_obs))
+            step, _ = runner.step(act(actor_params, obs_stats, raw_obs))
             step = jax.device_get(step)
             total += np.where(finished, 0.0, step.reward)
             finished |= step.terminated | step.truncated
