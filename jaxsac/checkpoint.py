@@ -1,0 +1,604 @@
+"""Checkpoints of a run with Orbax: `save`, `restore`, `latest_step`, and `load_policy`.
+
+    checkpoint.save("runs/x/checkpoints", train_state, config, step=env_steps)
+    state, config = checkpoint.restore("runs/x/checkpoints")              # newest step
+    policy = checkpoint.load_policy("runs/x/checkpoints")                 # obs -> action
+
+A checkpoint is one Orbax step folder `<directory>/<env steps>/` with these items:
+
+    learner   LearnerState leaves: params, target critics, optimizer states, log α, ...
+    runner    runner state: JAX env states, running episode sums, observation statistics
+              (gymnasium runs: the observation statistics only)
+    progress  the run's key (as key data), iteration counter, completed-episode stats
+    buffer    ReplayState leaves (only when `config.checkpoint_buffer`)
+    config    the SACConfig as JSON
+    meta      JSON: format version, seed axis, env spaces, each array's shape, dtype and
+              checksum
+
+Array items are flat dicts `{"actor_params.params.MLP_0.Dense_0.kernel": array, ...}`;
+`restore` puts them back into the structure of a template TrainState (given as `like`,
+or built from the stored config with `jax.eval_shape`), so every NamedTuple and empty
+node comes back exactly. Leaves keep a leading seed axis when several seeds were saved.
+
+Orbax writes each step into a temporary folder and renames it when complete, so a
+process killed during a save leaves the previous steps intact and `latest_step` never
+returns a half-written one. `restore` checks every array against the checksum taken at
+save time, so a damaged file is an error naming the directory and step, never silently
+different numbers. Saves are synchronous: `save` returns once the step is on disk.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+
+from jaxsac import connectors, envs
+from jaxsac.config import SACConfig
+
+FORMAT_VERSION = 1
+ARRAY_ITEMS = ("learner", "runner", "progress", "buffer")
+"""Orbax items holding arrays; TrainState fields other than these three go to progress."""
+
+STRUCTURAL_FIELDS = ("env_id", "num_envs", "hidden_sizes", "num_q", "activation",
+                     "buffer_capacity", "prioritized")
+"""SACConfig fields a restored state must share with the requested config: they fix the
+arrays' shapes (or, for `activation`, what the parameters mean)."""
+
+__all__ = ["CorruptCheckpointError", "Policy", "latest_step", "load_policy", "restore", "save"]
+
+
+class CorruptCheckpointError(RuntimeError):
+    """A checkpoint step that exists but cannot be read back as it was written."""
+
+
+# --- names, items and checksums ------------------------------------------------------
+
+
+def _key_name(entry: Any) -> str:
+    for attr in ("key", "name", "idx"):
+        if hasattr(entry, attr):
+            return str(getattr(entry, attr))
+    return str(entry)
+
+
+def _item_of(path: tuple) -> tuple[str, str]:
+    """(item, leaf name within the item) of a TrainState leaf path."""
+    names = [_key_name(entry) for entry in path]
+    if names[0] in ("learner", "runner", "buffer"):
+        return names[0], ".".join(names[1:]) or "value"
+    return "progress", ".".join(names)
+
+
+def _named_leaves(tree: Any) -> tuple[dict[str, dict[str, Any]], list[tuple[str, str]], Any]:
+    """Split a storable TrainState into {item: {name: leaf}}.
+
+    Returns (items, the (item, name) of each leaf in flattening order, treedef).
+    """
+    leaves_with_paths, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    items: dict[str, dict[str, Any]] = {}
+    order = []
+    for path, leaf in leaves_with_paths:
+        item, name = _item_of(path)
+        if name in items.setdefault(item, {}):
+            raise ValueError(f"checkpoint: two TrainState leaves are both named {item}/{name}")
+        items[item][name] = leaf
+        order.append((item, name))
+    return items, order, treedef
+
+
+def _is_typed_key(x: Any) -> bool:
+    return jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key)
+
+
+def _storable(state: Any) -> Any:
+    """The TrainState with its typed key replaced by the key's raw data (uint32)."""
+    if _is_typed_key(state.key):
+        return state.replace(key=jax.random.key_data(state.key))
+    return state
+
+
+def _seed_axis(state: Any) -> tuple[bool, int]:
+    """(has a leading seed axis, number of seeds), read off `state.iteration`."""
+    shape = np.shape(state.iteration)
+    if len(shape) == 0:
+        return False, 1
+    return True, int(shape[0])
+
+
+def _words(x: jax.Array) -> jax.Array:
+    """The array's bits as a flat uint32 vector."""
+    if x.dtype == jnp.bool_ or x.dtype.itemsize < 4:
+        return x.astype(jnp.uint32).ravel()
+    return jax.lax.bitcast_convert_type(x, jnp.uint32).ravel()  # 8-byte types: 2 words
+
+
+@jax.jit
+def _checksums_device(arrays: dict[str, jax.Array]) -> dict[str, jax.Array]:
+    def one(x):
+        w = _words(x)
+        position = jnp.arange(w.shape[0], dtype=jnp.uint32) * jnp.uint32(2) + jnp.uint32(1)
+        return jnp.stack([jnp.sum(w, dtype=jnp.uint32), jnp.sum(w * position, dtype=jnp.uint32)])
+    return {name: one(x) for name, x in arrays.items()}
+
+
+def _checksums(arrays: dict[str, Any]) -> dict[str, list[int]]:
+    """{name: [sum of words, position-weighted sum of words]} mod 2**32, computed on the
+    arrays' device (integer sums: the same bits give the same value on any backend)."""
+    if not arrays:
+        return {}
+    sums = jax.device_get(_checksums_device(arrays))
+    return {name: [int(v) for v in np.asarray(s)] for name, s in sums.items()}
+
+
+def _describe(x: Any) -> list[Any]:
+    return [list(np.shape(x)), np.dtype(x.dtype).name]
+
+
+# --- env spaces ----------------------------------------------------------------------
+
+
+def _backend(config: SACConfig) -> str:
+    """The backend a run of `config` uses: "jax" or "gymnasium"."""
+    if config.backend == "gymnasium":
+        return "gymnasium"
+    if config.backend == "jax" or envs.has_jax_env(config.env_id):
+        return "jax"
+    return "gymnasium"
+
+
+@functools.lru_cache(maxsize=32)
+def _spaces(env_id: str, backend: str) -> tuple[gymnasium.Space, gymnasium.Space]:
+    env = envs.make(env_id, backend=backend)
+    return env.observation_space, env.action_space
+
+
+def _env_meta(config: SACConfig) -> dict[str, Any]:
+    obs_space, act_space = _spaces(config.env_id, _backend(config))
+    return {"backend": _backend(config), "obs_shape": list(obs_space.shape),
+            "obs_dim": connectors.flat_obs_dim(obs_space),
+            "act_dim": int(np.prod(act_space.shape)), "act_shape": list(act_space.shape),
+            "act_low": np.asarray(act_space.low, np.float64).ravel().tolist(),
+            "act_high": np.asarray(act_space.high, np.float64).ravel().tolist()}
+
+
+# --- the Orbax manager ---------------------------------------------------------------
+
+
+def _check_directory(directory: Any, caller: str) -> str:
+    if not isinstance(directory, (str, os.PathLike)) or not os.fspath(directory):
+        raise ValueError(f"checkpoint.{caller}: directory={directory!r} is invalid: must be "
+                         "a non-empty path")
+    return os.path.abspath(os.fspath(directory))
+
+
+def _check_step(step: Any, caller: str) -> int:
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
+        raise ValueError(f"checkpoint.{caller}: step={step!r} is invalid: must be an integer "
+                         ">= 0 (env steps)")
+    return int(step)
+
+
+def _manager(directory: str, max_to_keep: int | None = None) -> ocp.CheckpointManager:
+    if max_to_keep is None:
+        options = ocp.CheckpointManagerOptions(read_only=True, create=False)
+    else:
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=max_to_keep, create=True, enable_async_checkpointing=False,
+            cleanup_tmp_directories=True)
+    return ocp.CheckpointManager(directory, options=options)
+
+
+def _steps(directory: str) -> list[int]:
+    """Complete steps in `directory`, oldest first ([] when it does not exist)."""
+    if not os.path.isdir(directory):
+        return []
+    manager = _manager(directory)
+    try:
+        return sorted(manager.all_steps())
+    finally:
+        manager.close()
+
+
+def latest_step(directory: str | os.PathLike) -> int | None:
+    """Env steps of the newest complete checkpoint in `directory`; None when it has none.
+
+    Steps whose save did not finish (a killed process) are never complete.
+    """
+    steps = _steps(_check_directory(directory, "latest_step"))
+    return steps[-1] if steps else None
+
+
+# --- save ----------------------------------------------------------------------------
+
+
+def save(directory: str | os.PathLike, train_state: Any, config: SACConfig, step: int) -> None:
+    """Write `train_state` (a TrainState, optionally with a leading seed axis) and
+    `config` as checkpoint `step` (env steps) of `directory`, atomically.
+
+    Keeps the newest `config.max_to_keep` steps; leaves the replay buffer out when
+    `config.checkpoint_buffer` is False. Saving a step that already exists replaces it
+    (and does nothing when the stored arrays are the same bits).
+    """
+    directory = _check_directory(directory, "save")
+    step = _check_step(step, "save")
+    if not isinstance(config, SACConfig):
+        raise ValueError(f"checkpoint.save: config={type(config).__name__} is invalid: must "
+                         "be a SACConfig")
+    for field in ("learner", "buffer", "runner", "key", "iteration"):
+        if not hasattr(train_state, field):
+            raise ValueError(f"checkpoint.save: train_state={type(train_state).__name__} has "
+                             f"no field {field!r}: must be a jaxsac TrainState")
+    items, _, _ = _named_leaves(_storable(train_state))
+    if not config.checkpoint_buffer:
+        items.pop("buffer", None)
+    seed_axis, num_seeds = _seed_axis(train_state)
+    checksums = {item: _checksums(arrays) for item, arrays in items.items()}
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "env_steps": step,
+        "seed_axis": seed_axis,
+        "num_seeds": num_seeds,
+        "key_impl": (str(jax.random.key_impl(train_state.key))
+                     if _is_typed_key(train_state.key) else None),
+        "buffer_saved": "buffer" in items,
+        **_env_meta(config),
+        "arrays": {item: {name: _describe(x) for name, x in arrays.items()}
+                   for item, arrays in items.items()},
+        "checksums": checksums,
+    }
+    manager = _manager(directory, config.max_to_keep)
+    try:
+        if step in manager.all_steps():
+            if _stored_checksums(manager, directory, step) == checksums:
+                return
+            manager.delete(step)
+        args = {item: ocp.args.StandardSave(arrays) for item, arrays in items.items()}
+        manager.save(step, args=ocp.args.Composite(
+            **args, config=ocp.args.JsonSave(config.to_dict()), meta=ocp.args.JsonSave(meta)),
+            force=True)
+        manager.wait_until_finished()
+    finally:
+        manager.close()
+
+
+def _stored_checksums(manager: ocp.CheckpointManager, directory: str, step: int) -> Any:
+    try:
+        return _read_json(manager, directory, step)[1]["checksums"]
+    except (CorruptCheckpointError, KeyError):
+        return None
+
+
+# --- restore -------------------------------------------------------------------------
+
+
+def _corrupt(directory: str, step: int, what: str, error: BaseException | None,
+             others: Sequence[int]) -> CorruptCheckpointError:
+    older = [s for s in others if s != step]
+    hint = (f"; other steps there: {older} (restore one with step=..., or delete "
+            f"{os.path.join(directory, str(step))} to resume from the newest of them)"
+            if older else "; there is no other step to fall back to")
+    lines = str(error).strip().splitlines() or [""]
+    message = lines[0][:300] + (" ..." if len(lines) > 1 or len(lines[0]) > 300 else "")
+    cause = f": {type(error).__name__}: {message}" if error is not None else ""
+    return CorruptCheckpointError(
+        f"checkpoint step {step} in {directory} is corrupt or incomplete ({what}){cause}{hint}")
+
+
+def _resolve_step(directory: str, step: int | None, caller: str) -> tuple[int, list[int]]:
+    steps = _steps(directory)
+    if step is None:
+        if not steps:
+            raise FileNotFoundError(f"checkpoint.{caller}: no checkpoint in {directory} "
+                                    f"({'empty' if os.path.isdir(directory) else 'no such'} "
+                                    "directory)")
+        return steps[-1], steps
+    step = _check_step(step, caller)
+    if step not in steps:
+        raise FileNotFoundError(f"checkpoint.{caller}: no checkpoint step {step} in "
+                                f"{directory}; steps there: {steps}")
+    return step, steps
+
+
+def _read_json(manager: ocp.CheckpointManager, directory: str,
+               step: int) -> tuple[SACConfig, dict[str, Any]]:
+    try:
+        stored = manager.restore(step, args=ocp.args.Composite(
+            config=ocp.args.JsonRestore(), meta=ocp.args.JsonRestore()))
+        config, meta = stored["config"], stored["meta"]
+        version = meta.get("format_version") if isinstance(meta, dict) else None
+        if version != FORMAT_VERSION:
+            raise ValueError(f"format_version {version!r}; this jaxsac reads {FORMAT_VERSION}")
+        return SACConfig.from_dict(config), meta
+    except Exception as e:  # noqa: BLE001 - any failure to read is reported as corruption
+        raise _corrupt(directory, step, "config or meta item unreadable", e,
+                       manager.all_steps()) from e
+
+
+def config_differences(stored: SACConfig, requested: SACConfig,
+                       stored_env: dict[str, Any] | None = None) -> list[str]:
+    """Lines "field: stored X, requested Y" for each difference that changes the state's
+    arrays (STRUCTURAL_FIELDS, the backend, obs and action shapes, gradient clipping on
+    or off). Fields such as total_env_steps or learning rates may differ."""
+    out = []
+    stored_env = stored_env or _env_meta(stored)
+    requested_env = _env_meta(requested)
+    if stored_env["backend"] != requested_env["backend"]:
+        out.append(f"backend: stored {stored_env['backend']!r}, requested "
+                   f"{requested_env['backend']!r} (the runner state differs)")
+    for name in STRUCTURAL_FIELDS:
+        a, b = getattr(stored, name), getattr(requested, name)
+        if a != b:
+            out.append(f"{name}: stored {a!r}, requested {b!r}")
+    if (stored.grad_clip is None) != (requested.grad_clip is None):
+        out.append(f"grad_clip: stored {stored.grad_clip!r}, requested {requested.grad_clip!r}"
+                   " (on/off changes the optimizer state)")
+    for name in ("obs_shape", "act_shape"):
+        a, b = tuple(stored_env[name]), tuple(requested_env[name])
+        if a != b:
+            out.append(f"{name}: stored {a!r}, requested {b!r}")
+    return out
+
+
+def _init_fn(config: SACConfig, meta: dict[str, Any]) -> Callable[[jax.Array], Any]:
+    """key -> a fresh TrainState shaped like the stored one (one seed)."""
+    from jaxsac import algorithm
+    from jaxsac.learner import Hyperparams, make_learner
+
+    hparams = Hyperparams.from_config(config)
+    if meta["backend"] == "jax":
+        program = algorithm.build_program(config)
+        return lambda key: algorithm.init_state(program, key, hparams)
+    obs_dim, act_dim = meta["obs_dim"], meta["act_dim"]
+    to_module = connectors.EnvToModule(normalize=config.normalize_obs)
+    program = algorithm.Program(config, None, make_learner(config, obs_dim, act_dim),
+                                algorithm.make_buffer(config, config.gamma), None, to_module,
+                                obs_dim, act_dim)
+    with_runner = "runner" in meta["arrays"]
+
+    def init(key):
+        state = algorithm.init_state(program, key, hparams)
+        return state.replace(runner=to_module.init(obs_dim)) if with_runner else state
+
+    return init
+
+
+def _template_keys(meta: dict[str, Any]) -> jax.Array:
+    key = jax.random.key(0)
+    return jax.random.split(key, meta["num_seeds"]) if meta["seed_axis"] else key
+
+
+def _init_template(config: SACConfig, meta: dict[str, Any]) -> Any:
+    """An abstract TrainState like the stored one (eval_shape; key as key data)."""
+    init = _init_fn(config, meta)
+    if meta["seed_axis"]:
+        init = jax.vmap(init)
+    return jax.eval_shape(lambda keys: _storable(init(keys)), _template_keys(meta))
+
+
+def _empty_buffer(config: SACConfig, meta: dict[str, Any]) -> Any:
+    """A fresh ReplayState for the stored shapes (with the seed axis, if any)."""
+    from jaxsac import algorithm
+
+    buffer = algorithm.make_buffer(config, config.gamma)
+    empty = jax.jit(lambda: buffer.init(algorithm.example_step(meta["obs_dim"],
+                                                               meta["act_dim"])))()
+    if meta["seed_axis"]:
+        empty = jax.tree.map(lambda x: jnp.broadcast_to(x, (meta["num_seeds"], *x.shape)),
+                             empty)
+    return empty
+
+
+def _abstract(x: Any) -> jax.ShapeDtypeStruct:
+    sharding = getattr(x, "sharding", None)
+    if not isinstance(sharding, jax.sharding.Sharding):
+        sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    return jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=sharding)
+
+
+def _shape_differences(items: dict[str, dict[str, Any]], meta: dict[str, Any],
+                       wanted: Sequence[str], subset: bool = False) -> list[str]:
+    """Lines naming each array whose presence, shape or dtype differs between the
+    template `items` and the checkpoint (only the template's arrays when `subset`)."""
+    out = []
+    for item in wanted:
+        template = {name: _describe(x) for name, x in items.get(item, {}).items()}
+        stored = meta["arrays"].get(item, {})
+        names = set(template) if subset else set(template) | set(stored)
+        for name in sorted(names):
+            if name not in stored:
+                out.append(f"{item}/{name}: not in the checkpoint, requested {template[name]}")
+            elif name not in template:
+                out.append(f"{item}/{name}: stored {stored[name]}, not in the requested state")
+            elif template[name] != stored[name]:
+                out.append(f"{item}/{name}: stored {stored[name]}, requested {template[name]}")
+    return out
+
+
+def _restore_items(manager: ocp.CheckpointManager, directory: str, step: int,
+                   meta: dict[str, Any], targets: dict[str, dict[str, Any]],
+                   partial: bool = False) -> dict[str, Any]:
+    """Read the array items `targets` ({item: {name: array or abstract array}}, only
+    some of each item's arrays when `partial`) and check their checksums."""
+    targets = {item: {n: _abstract(x) for n, x in arrays.items()}
+               for item, arrays in targets.items() if arrays}
+    args = {item: ocp.args.PyTreeRestore(
+        arrays, restore_args=ocp.checkpoint_utils.construct_restore_args(arrays),
+        partial_restore=partial) for item, arrays in targets.items()}
+    try:
+        restored = manager.restore(step, args=ocp.args.Composite(**args)) if args else {}
+        restored = {item: dict(restored[item]) for item in targets}
+    except Exception as e:  # noqa: BLE001 - any failure to read is reported as corruption
+        raise _corrupt(directory, step, f"cannot read {sorted(targets)}", e,
+                       manager.all_steps()) from e
+    for item, arrays in restored.items():
+        expected = {name: meta["checksums"][item][name] for name in arrays}
+        found = _checksums(arrays)
+        bad = sorted(name for name in arrays if found[name] != expected[name])
+        if bad:
+            raise _corrupt(directory, step, f"checksum mismatch in {item}: {bad[:5]}"
+                           + (f" and {len(bad) - 5} more" if len(bad) > 5 else ""), None,
+                           manager.all_steps())
+    return restored
+
+
+def restore(directory: str | os.PathLike, step: int | None = None, *,
+            config: SACConfig | None = None, like: Any = None) -> tuple[Any, SACConfig]:
+    """Read checkpoint `step` (env steps; the newest when None) of `directory`.
+
+    like: a TrainState to restore into (same structure and shapes, e.g. a fresh state;
+        with a leading seed axis for several seeds). Without it the template is built
+        from the stored config (and seed axis).
+    config: the config the caller wants to continue with; when it differs from the
+        stored one in a way that changes the arrays (see `config_differences`) this
+        raises ValueError listing every difference. Other fields may differ.
+
+    Returns (TrainState, the stored SACConfig). A checkpoint saved without its replay
+    buffer gives the template's (empty) buffer, with a warning. Errors:
+    FileNotFoundError when the step does not exist, CorruptCheckpointError when it
+    cannot be read back bit for bit, ValueError when it does not fit `config`/`like`.
+    """
+    directory = _check_directory(directory, "restore")
+    step, _ = _resolve_step(directory, step, "restore")
+    manager = _manager(directory)
+    try:
+        stored_config, meta = _read_json(manager, directory, step)
+        where = f"checkpoint step {step} in {directory}"
+        if config is not None:
+            differences = config_differences(stored_config, config, meta)
+            if differences:
+                raise ValueError(f"{where} does not match the requested config:\n  "
+                                 + "\n  ".join(differences))
+        if like is None:
+            template = _init_template(stored_config, meta)
+        else:
+            seed_axis, num_seeds = _seed_axis(like)
+            if (seed_axis, num_seeds) != (meta["seed_axis"], meta["num_seeds"]):
+                raise ValueError(
+                    f"{where} does not match the requested state: num_seeds: stored "
+                    f"{meta['num_seeds'] if meta['seed_axis'] else 'no seed axis'}, requested "
+                    f"{num_seeds if seed_axis else 'no seed axis'}")
+            template = _storable(like)
+        items, order, treedef = _named_leaves(template)
+        wanted = [item for item in ARRAY_ITEMS if item != "buffer" or meta["buffer_saved"]]
+        differences = _shape_differences(items, meta, wanted)
+        if differences:
+            raise ValueError(f"{where} does not match the requested state (name: shape, "
+                             "dtype):\n  " + "\n  ".join(differences))
+        restored = _restore_items(manager, directory, step, meta,
+                                  {item: items.get(item, {}) for item in wanted})
+    finally:
+        manager.close()
+    if not meta["buffer_saved"] and items.get("buffer"):
+        warnings.warn(f"{where} was saved without its replay buffer "
+                      "(checkpoint_buffer=False): the restored state has an empty buffer",
+                      stacklevel=2)
+        buffer = like.buffer if like is not None else _empty_buffer(stored_config, meta)
+        restored["buffer"] = _named_leaves(_storable(
+            template.replace(buffer=buffer)))[0]["buffer"]
+    state = jax.tree_util.tree_unflatten(treedef, [restored[item][name] for item, name in order])
+    if meta["key_impl"] is not None:
+        state = state.replace(key=jax.random.wrap_key_data(state.key, impl=meta["key_impl"]))
+    return state, stored_config
+
+
+# --- load_policy ---------------------------------------------------------------------
+
+
+class Policy:
+    """The deterministic policy of a checkpoint: obs -> env action (numpy).
+
+    obs: one observation [*obs_shape] or a batch [B, *obs_shape]. Returns the action
+    tanh(μ) rescaled to the env's action Box: [*act_shape] or [B, *act_shape].
+    Attributes: config, step, actor_params, obs_stats (observation statistics).
+    """
+
+    def __init__(self, config: SACConfig, step: int, actor_params: Any, obs_stats: Any,
+                 meta: dict[str, Any]):
+        from jaxsac.learner import make_learner
+
+        self.config, self.step = config, step
+        self.actor_params, self.obs_stats = actor_params, obs_stats
+        self.obs_shape = tuple(meta["obs_shape"])
+        learner = make_learner(config, meta["obs_dim"], meta["act_dim"])
+        to_module = connectors.EnvToModule(normalize=config.normalize_obs)
+        act_space = gymnasium.spaces.Box(np.asarray(meta["act_low"], np.float32),
+                                         np.asarray(meta["act_high"], np.float32),
+                                         dtype=np.float32)
+        self._to_env = connectors.module_to_env(act_space)
+        self._act_shape = tuple(meta["act_shape"])
+        key = jax.random.key(0)  # unused by the deterministic action
+        self._act = jax.jit(lambda params, stats, obs: learner.act(
+            params, to_module.apply(stats, obs), key, deterministic=True))
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        obs = np.asarray(obs, np.float32)
+        single = obs.shape == self.obs_shape
+        if not single and obs.shape[1:] != self.obs_shape:
+            raise ValueError(f"Policy: obs of shape {obs.shape}; expected {self.obs_shape} "
+                             f"or (B, {', '.join(map(str, self.obs_shape))})")
+        batch = connectors.flatten_obs(obs[None] if single else obs)
+        action = np.asarray(self._act(self.actor_params, self.obs_stats, batch))
+        env_action = self._to_env(action).reshape((-1, *self._act_shape))
+        return env_action[0] if single else env_action
+
+    def __repr__(self) -> str:
+        return f"Policy({self.config.env_id!r}, step={self.step})"
+
+
+def load_policy(directory: str | os.PathLike, step: int | None = None, *,
+                seed_index: int = 0) -> Policy:
+    """The deterministic policy of checkpoint `step` (the newest when None).
+
+    Reads only the learner and runner items (never the replay buffer). For a checkpoint
+    of several seeds, `seed_index` picks one. Works in a fresh process: everything it
+    needs (config, env action bounds) is in the checkpoint.
+    """
+    directory = _check_directory(directory, "load_policy")
+    step, _ = _resolve_step(directory, step, "load_policy")
+    manager = _manager(directory)
+    try:
+        config, meta = _read_json(manager, directory, step)
+        seeds = meta["num_seeds"] if meta["seed_axis"] else 1
+        if isinstance(seed_index, bool) or not isinstance(seed_index, int) \
+                or not 0 <= seed_index < seeds:
+            raise ValueError(f"load_policy: seed_index={seed_index!r} is invalid: checkpoint "
+                             f"step {step} in {directory} holds {seeds} seed(s)")
+        template = _init_template(config, meta)
+        items, _, _ = _named_leaves(template)
+        wanted = {"learner": {n: x for n, x in items["learner"].items()
+                              if n.startswith("actor_params.")}}
+        stats_prefix = "obs_norm." if meta["backend"] == "jax" else ""
+        wanted["runner"] = {n: x for n, x in items.get("runner", {}).items()
+                            if n.startswith(stats_prefix)}
+        differences = _shape_differences(wanted, meta, list(wanted), subset=True)
+        if differences:
+            raise ValueError(f"checkpoint step {step} in {directory} does not fit its config:"
+                             "\n  " + "\n  ".join(differences))
+        restored = _restore_items(manager, directory, step, meta, wanted, partial=True)
+    finally:
+        manager.close()
+    pick = (lambda x: x[seed_index]) if meta["seed_axis"] else (lambda x: x)
+    actor = _unflatten_subtree(template.learner.actor_params, restored["learner"],
+                               "actor_params.", pick)
+    if restored.get("runner"):
+        stats_template = template.runner.obs_norm if stats_prefix else template.runner
+        stats = _unflatten_subtree(stats_template, restored["runner"], stats_prefix, pick)
+    else:
+        stats = connectors.init_obs_norm(meta["obs_dim"])
+    return Policy(config, step, actor, stats, meta)
+
+
+def _unflatten_subtree(template: Any, arrays: dict[str, Any], prefix: str,
+                       pick: Callable[[Any], Any]) -> Any:
+    paths, treedef = jax.tree_util.tree_flatten_with_path(template)
+    names = [prefix + ".".join(_key_name(e) for e in path) for path, _ in paths]
+    return jax.tree_util.tree_unflatten(treedef, [pick(arrays[n]) for n in names])

@@ -1,0 +1,69 @@
+"""A fresh process for the checkpoint tests (run as a script, not collected by pytest).
+
+    python tests/checkpoint_child.py train CONFIG_JSON
+        jaxsac.train(SACConfig.from_json(CONFIG_JSON)); the last stdout line is JSON
+        {"env_steps": [...], "grad_steps": [...]} of the log periods this process ran,
+        or {"error": type, "message": ...} when training raised.
+    python tests/checkpoint_child.py policy DIRECTORY SEED NUM_EPISODES
+        drives NUM_EPISODES gymnasium Pendulum-v1 envs (env i reset with seed SEED + i)
+        with jaxsac.checkpoint.load_policy(DIRECTORY); the last stdout line is JSON
+        {"returns": [...]}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def train(config_json: str) -> dict:
+    import numpy as np
+
+    import jaxsac
+
+    config = jaxsac.SACConfig.from_json(config_json)
+    try:
+        result = jaxsac.train(config, progress=False)
+    except Exception as e:  # noqa: BLE001 - reported to the parent test
+        return {"error": type(e).__name__, "message": str(e)}
+    return {name: np.asarray(result.metrics.get(name, [])).tolist()
+            for name in ("env_steps", "grad_steps")}
+
+
+def policy_returns(directory: str, seed: int, num_episodes: int) -> dict:
+    """Episodes run side by side, the policy called on the batch of their observations."""
+    import gymnasium
+    import numpy as np
+
+    from jaxsac.checkpoint import load_policy
+
+    policy = load_policy(directory)
+    envs = [gymnasium.make("Pendulum-v1") for _ in range(num_episodes)]
+    obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)])
+    totals = np.zeros(num_episodes)
+    done = np.zeros(num_episodes, bool)
+    while not done.all():
+        actions = policy(obs)
+        for i, env in enumerate(envs):
+            if not done[i]:
+                obs[i], reward, terminated, truncated, _ = env.step(actions[i])
+                totals[i] += float(np.float32(reward))
+                done[i] = terminated or truncated
+    for env in envs:
+        env.close()
+    return {"returns": totals.tolist()}
+
+
+def main(argv: list[str]) -> None:
+    mode, *args = argv
+    if mode == "train":
+        out = train(*args)
+    elif mode == "policy":
+        out = policy_returns(args[0], int(args[1]), int(args[2]))
+    else:
+        raise SystemExit(f"checkpoint_child: unknown mode {mode!r}; modes: train, policy")
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

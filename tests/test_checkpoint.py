@@ -1,0 +1,344 @@
+"""Checkpoints: exact resume in a new process, load_policy, and failure handling.
+
+Training runs in fresh processes (tests/checkpoint_child.py) that share a persistent
+compilation cache, so only the first of them compiles the training programs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import jaxsac
+from jaxsac import checkpoint
+from jaxsac.algorithm import build_program, init_state
+from jaxsac.checkpoint import CorruptCheckpointError
+from jaxsac.learner import Hyperparams
+
+CHILD = Path(__file__).with_name("checkpoint_child.py")
+ROOT = Path(__file__).resolve().parents[1]
+TINY = dict(hidden_sizes=(32, 32), batch_size=32, buffer_capacity=2_000, learning_starts=100,
+            log_every=200, eval_episodes=2, checkpoint_every=200)
+TMP_SUFFIX = ".orbax-checkpoint-tmp"
+
+
+def leaves_equal(a, b) -> bool:
+    """Bit-equal pytrees of the same structure (typed keys compared by their data)."""
+    def same(x, y):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        x, y = np.asarray(x), np.asarray(y)
+        return x.dtype == y.dtype and bool(np.array_equal(
+            x, y, equal_nan=np.issubdtype(x.dtype, np.floating)))
+    if jax.tree.structure(a) != jax.tree.structure(b):
+        return False
+    return all(same(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
+
+
+@pytest.fixture(scope="module")
+def jax_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("jax_cache")
+
+
+def child_env(cache: Path) -> dict[str, str]:
+    return {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(cache),
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
+def run_child(cache: Path, *args: str) -> dict:
+    proc = subprocess.run([sys.executable, str(CHILD), *args], env=child_env(cache), cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def copy_steps(source: Path, target: Path, steps: list[int]) -> None:
+    target.mkdir(parents=True)
+    for step in steps:
+        shutil.copytree(source / str(step), target / str(step))
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory, jax_cache):
+    """An uninterrupted 800-step JAX run in its own process, checkpoints every 200 steps."""
+    directory = tmp_path_factory.mktemp("full") / "checkpoints"
+    config = jaxsac.SACConfig(**TINY, total_env_steps=800, checkpoint_dir=str(directory),
+                              max_to_keep=5)
+    out = run_child(jax_cache, "train", config.to_json())
+    assert out["env_steps"] == [200, 400, 600, 800]
+    return config, directory
+
+
+def test_resume_in_a_new_process_is_bit_identical_to_the_uninterrupted_run(
+        full_run, tmp_path, jax_cache):
+    config, full = full_run
+    assert sorted(int(p.name) for p in full.iterdir()) == [200, 400, 600, 800]
+    interrupted = tmp_path / "checkpoints"
+    copy_steps(full, interrupted, [200, 400])  # as if the run had stopped after step 400
+    resumed = config.replace(checkpoint_dir=str(interrupted), resume=True)
+    out = run_child(jax_cache, "train", resumed.to_json())
+    assert out["env_steps"] == [600, 800]  # only the periods after the checkpoint ran
+    assert out["grad_steps"] == [501, 701]
+    assert checkpoint.latest_step(interrupted) == 800
+    expected, _ = checkpoint.restore(full, 800)
+    got, _ = checkpoint.restore(interrupted, 800)
+    # Everything: parameters, targets, optimizer states, log α, buffer, env states,
+    # episode statistics, key and counters.
+    assert leaves_equal(got, expected)
+    assert int(got.iteration) == 800 and int(got.buffer.filled_slots) == 800
+    before, _ = checkpoint.restore(full, 400)
+    assert not leaves_equal(before.learner.actor_params, got.learner.actor_params)
+
+
+def test_restore_rebuilds_the_state_with_or_without_a_template(full_run):
+    config, full = full_run
+    state, stored = checkpoint.restore(full)
+    assert stored == config
+    assert int(state.iteration) == 800 and int(state.learner.step) == 701
+    assert jax.dtypes.issubdtype(state.key.dtype, jax.dtypes.prng_key)
+    program = build_program(config)
+    fresh = jax.jit(lambda k: init_state(program, k, Hyperparams.from_config(config)))(
+        jax.random.key(123))
+    # Fields that do not change the arrays may differ from the stored config.
+    again, _ = checkpoint.restore(full, like=fresh, config=config.replace(
+        total_env_steps=5_000, critic_lr=1e-3, log_dir="elsewhere", resume=True))
+    assert leaves_equal(again, state)
+    assert jax.tree.structure(again) == jax.tree.structure(fresh)
+
+
+def test_several_seeds_keep_their_seed_axis_and_load_policy_picks_one(tmp_path):
+    config = jaxsac.SACConfig(**TINY, total_env_steps=200)
+    program = build_program(config)
+    init = jax.jit(jax.vmap(lambda k: init_state(program, k, Hyperparams.from_config(config))))
+    states = init(jax.random.split(jax.random.key(0), 3))
+    checkpoint.save(tmp_path, states, config, step=0)
+    restored, _ = checkpoint.restore(tmp_path)
+    assert leaves_equal(restored, states)
+    assert restored.iteration.shape == (3,)
+    with pytest.raises(ValueError, match="num_seeds: stored 3, requested no seed axis"):
+        checkpoint.restore(tmp_path, like=init(jax.random.split(jax.random.key(0), 3))
+                           .replace(iteration=states.iteration[0]))
+    policy = checkpoint.load_policy(tmp_path, seed_index=2)
+    assert leaves_equal(policy.actor_params,
+                        jax.tree.map(lambda x: x[2], states.learner.actor_params))
+    with pytest.raises(ValueError, match=r"seed_index=3 is invalid: .* holds 3 seed\(s\)"):
+        checkpoint.load_policy(tmp_path, seed_index=3)
+
+
+def test_load_policy_in_a_fresh_process_matches_evaluate(full_run, jax_cache):
+    config, full = full_run
+    state, _ = checkpoint.restore(full)
+    key = jax.random.key(7)
+    # evaluate's gymnasium loop: env i of a vector env reset with seed + i.
+    expected = jaxsac.evaluate(config.replace(backend="gymnasium"), state.learner.actor_params,
+                               key, num_episodes=3)
+    seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+    out = run_child(jax_cache, "policy", str(full), str(seed), "3")
+    np.testing.assert_allclose(out["returns"], expected, rtol=1e-6)
+    assert len(set(np.round(expected, 3))) == 3  # three different episodes
+    policy = checkpoint.load_policy(full)
+    assert policy.step == 800
+    one = policy(np.array([1.0, 0.0, 0.0], np.float32))
+    batch = policy(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, -3.0]], np.float32))
+    assert one.shape == (1,) and batch.shape == (2, 1)
+    np.testing.assert_array_equal(batch[0], one)
+    assert np.all(np.abs(batch) <= 2.0)  # Pendulum's torque bounds
+    with pytest.raises(ValueError, match=r"obs of shape \(2, 2\); expected \(3,\)"):
+        policy(np.zeros((2, 2)))
+
+
+def test_gymnasium_run_resumes_with_the_restored_learner_buffer_and_statistics(
+        tmp_path, jax_cache):
+    config = jaxsac.SACConfig(**TINY, backend="gymnasium", normalize_obs=True,
+                              total_env_steps=200, checkpoint_dir=str(tmp_path))
+    assert run_child(jax_cache, "train", config.to_json())["env_steps"] == [200]
+    saved, _ = checkpoint.restore(tmp_path)
+    out = run_child(jax_cache, "train",
+                    config.replace(total_env_steps=400, resume=True).to_json())
+    assert out == {"env_steps": [400], "grad_steps": [301]}  # continued from 101
+    resumed, _ = checkpoint.restore(tmp_path, 400)
+    assert int(resumed.learner.step) == 301
+    # The buffer continued: the restored rows are kept, 200 new ones follow them.
+    assert int(resumed.buffer.filled_slots) == 400
+    for name in ("obs", "action", "reward", "flags"):
+        np.testing.assert_array_equal(getattr(resumed.buffer, name)[:200],
+                                      getattr(saved.buffer, name)[:200])
+    # The observation statistics continued too (runner = the host runner's obs_norm).
+    np.testing.assert_allclose(resumed.runner.count, saved.runner.count + 200, rtol=1e-6)
+    kernel = lambda s: s.learner.critic_params["params"]["VmapMLP_0"]["Dense_0"]["kernel"]
+    assert not np.allclose(kernel(resumed), kernel(saved))
+    assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(resumed.learner))
+
+
+def test_sigkill_during_a_save_leaves_the_previous_checkpoint(tmp_path, jax_cache):
+    directory = tmp_path / "checkpoints"
+    config = jaxsac.SACConfig(**TINY, total_env_steps=100_000, checkpoint_dir=str(directory))
+    for _ in range(3):  # a kill can land just after the rename; then resume and try again
+        killed_step = kill_during_save(config, directory, jax_cache)
+        if not (directory / str(killed_step)).exists():
+            break
+        config = config.replace(resume=True)
+    else:
+        pytest.fail("could not kill the child during a save")
+    assert (directory / f"{killed_step}{TMP_SUFFIX}").exists()
+    previous = checkpoint.latest_step(directory)
+    assert previous == killed_step - config.checkpoint_every
+    state, _ = checkpoint.restore(directory)
+    assert int(state.iteration) == previous
+    # The next save of this directory clears the unfinished one.
+    checkpoint.save(directory, state, config, killed_step)
+    assert checkpoint.latest_step(directory) == killed_step
+    assert not any(p.name.endswith(TMP_SUFFIX) for p in directory.iterdir())
+    assert len(os.listdir(directory)) <= config.max_to_keep
+
+
+def kill_during_save(config, directory: Path, cache: Path) -> int:
+    """Start a training child, SIGKILL it once a save is in progress after at least one
+    complete checkpoint; returns the step whose save was interrupted."""
+    proc = subprocess.Popen([sys.executable, str(CHILD), "train", config.to_json()],
+                            env=child_env(cache), cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, f"child exited early: {proc.stderr.read()[-2000:]}"
+            names = os.listdir(directory) if directory.exists() else []
+            complete = [int(n) for n in names if n.isdigit()]
+            pending = [n for n in names if n.endswith(TMP_SUFFIX)]
+            if complete and pending:
+                step = int(pending[0].split(".")[0])
+                if step > max(complete):
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait()
+                    return step
+            time.sleep(0.001)
+        pytest.fail("no save in progress was seen")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def corrupted_copy(full: Path, target: Path, damage) -> Path:
+    shutil.copytree(full, target)
+    damage(target / "800")
+    return target
+
+
+def largest_file(folder: Path) -> Path:
+    return max((p for p in folder.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+
+
+def flip_a_byte(step_dir: Path) -> None:
+    path = largest_file(step_dir / "buffer")
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def truncate(step_dir: Path) -> None:
+    path = largest_file(step_dir / "buffer")
+    with open(path, "r+b") as f:
+        f.truncate(path.stat().st_size // 2)
+
+
+@pytest.mark.parametrize("damage", [flip_a_byte, truncate,
+                                    lambda d: shutil.rmtree(d / "learner"),
+                                    lambda d: shutil.rmtree(d / "meta")],
+                         ids=["flipped-byte", "truncated-file", "missing-learner", "missing-meta"])
+def test_a_corrupt_checkpoint_is_an_error_naming_directory_and_step(full_run, tmp_path, damage):
+    _, full = full_run
+    directory = corrupted_copy(full, tmp_path / "checkpoints", damage)
+    pattern = (f"checkpoint step 800 in {directory} is corrupt"
+               r".*other steps there: \[200, 400, 600\]")
+    with pytest.raises(CorruptCheckpointError, match=pattern):
+        checkpoint.restore(directory)
+    # The earlier steps are intact and can be chosen explicitly.
+    state, _ = checkpoint.restore(directory, 600)
+    assert int(state.iteration) == 600
+
+
+def test_load_policy_reads_no_buffer_and_reports_a_damaged_learner(full_run, tmp_path):
+    _, full = full_run
+    no_buffer = corrupted_copy(full, tmp_path / "a", lambda d: shutil.rmtree(d / "buffer"))
+    assert checkpoint.load_policy(no_buffer).step == 800
+    damaged = corrupted_copy(full, tmp_path / "b", lambda d: shutil.rmtree(d / "learner"))
+    with pytest.raises(CorruptCheckpointError, match=f"step 800 in {damaged}"):
+        checkpoint.load_policy(damaged)
+
+
+def test_missing_checkpoints_are_errors_naming_directory_and_step(full_run, tmp_path):
+    _, full = full_run
+    with pytest.raises(FileNotFoundError,
+                       match=rf"no checkpoint step 300 in {full}; steps there: \[200, 400, 600, "):
+        checkpoint.restore(full, 300)
+    with pytest.raises(FileNotFoundError, match=f"no checkpoint in {tmp_path}"):
+        checkpoint.load_policy(tmp_path)
+    assert checkpoint.latest_step(tmp_path / "nothing") is None
+    with pytest.raises(ValueError, match="step=-1 is invalid"):
+        checkpoint.restore(full, -1)
+
+
+def test_a_mismatched_config_lists_every_difference(full_run):
+    config, full = full_run
+    requested = config.replace(env_id="MountainCarContinuous-v0", hidden_sizes=(64, 64),
+                               num_q=3, buffer_capacity=4_000, grad_clip=1.0)
+    with pytest.raises(ValueError) as info:
+        checkpoint.restore(full, config=requested)
+    message = str(info.value)
+    assert f"checkpoint step 800 in {full} does not match the requested config" in message
+    for line in ("env_id: stored 'Pendulum-v1', requested 'MountainCarContinuous-v0'",
+                 "hidden_sizes: stored (32, 32), requested (64, 64)",
+                 "num_q: stored 2, requested 3",
+                 "buffer_capacity: stored 2000, requested 4000",
+                 "grad_clip: stored None, requested 1.0",
+                 "obs_shape: stored (3,), requested (2,)"):
+        assert line in message
+    assert "act_shape" not in message  # both have one action dimension
+    # train(resume=True) checks its config the same way.
+    with pytest.raises(ValueError, match=r"num_envs: stored 1, requested 2"):
+        jaxsac.train(config.replace(num_envs=2, resume=True, total_env_steps=1_000),
+                     progress=False)
+
+
+def test_buffer_is_optional_and_max_to_keep_is_honoured(full_run, tmp_path):
+    config, full = full_run
+    state, _ = checkpoint.restore(full)
+    light = config.replace(checkpoint_buffer=False, max_to_keep=2)
+    for step in (800, 1000, 1200):
+        checkpoint.save(tmp_path, state.replace(iteration=state.iteration * 0 + step), light,
+                        step)
+    assert sorted(int(p.name) for p in tmp_path.iterdir()) == [1000, 1200]
+    assert not (tmp_path / "1200" / "buffer").exists()
+    with pytest.warns(UserWarning, match="saved without its replay buffer"):
+        restored, _ = checkpoint.restore(tmp_path)
+    assert int(restored.buffer.filled_slots) == 0 and int(restored.iteration) == 1200
+    assert leaves_equal(restored.learner, state.learner)
+    # Saving an existing step again replaces it.
+    checkpoint.save(tmp_path, state, light, 1200)
+    assert int(checkpoint.restore(tmp_path)[0].iteration) == 800
+
+
+def test_non_finite_losses_stop_training_after_saving_the_last_finite_state(tmp_path):
+    # An absurd critic learning rate: the first gradient step (the last iteration of
+    # period 0) gives huge but finite parameters, period 1 overflows.
+    config = jaxsac.SACConfig(**{**TINY, "learning_starts": 200, "checkpoint_every": 0},
+                              total_env_steps=1_000, critic_lr=1e30, checkpoint_dir=str(tmp_path))
+    with pytest.raises(FloatingPointError, match=r"log period 1 \(env steps 200\.\.400\).*saved"):
+        jaxsac.train(config, progress=False)
+    assert checkpoint.latest_step(tmp_path) == 200
+    state, _ = checkpoint.restore(tmp_path)
+    assert int(state.iteration) == 200 and int(state.learner.step) == 1
+    assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(state.learner))
