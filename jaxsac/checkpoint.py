@@ -101,9 +101,11 @@ def _is_typed_key(x: Any) -> bool:
 
 def _storable(state: Any) -> Any:
     """The TrainState with its typed key replaced by the key's raw data (uint32)."""
-    if _is_typed_key(state.key):
-        return state.replace(key=jax.random.key_data(state.key))
-    return state
+    if not _is_typed_key(state.key):
+        return state
+    if isinstance(state.key, jax.ShapeDtypeStruct):  # an abstract template
+        return state.replace(key=jax.eval_shape(jax.random.key_data, state.key))
+    return state.replace(key=jax.random.key_data(state.key))
 
 
 def _seed_axis(state: Any) -> tuple[bool, int]:

@@ -1,9 +1,9 @@
 """A fresh process for the checkpoint tests (run as a script, not collected by pytest).
 
-    python tests/checkpoint_child.py train CONFIG_JSON
-        jaxsac.train(SACConfig.from_json(CONFIG_JSON)); the last stdout line is JSON
-        {"env_steps": [...], "grad_steps": [...]} of the log periods this process ran,
-        or {"error": type, "message": ...} when training raised.
+    python tests/checkpoint_child.py train CONFIG_JSON [CONFIG_JSON ...]
+        jaxsac.train(SACConfig.from_json(c)) for each config in turn; the last stdout line
+        is a JSON list with, per config, {"env_steps": [...], "grad_steps": [...]} of the
+        log periods that call ran, or {"error": type, "message": ...} when it raised.
     python tests/checkpoint_child.py policy DIRECTORY SEED NUM_EPISODES
         drives NUM_EPISODES gymnasium Pendulum-v1 envs (env i reset with seed SEED + i)
         with jaxsac.checkpoint.load_policy(DIRECTORY); the last stdout line is JSON
@@ -57,7 +57,7 @@ def policy_returns(directory: str, seed: int, num_episodes: int) -> dict:
 def main(argv: list[str]) -> None:
     mode, *args = argv
     if mode == "train":
-        out = train(*args)
+        out = [train(config_json) for config_json in args]
     elif mode == "policy":
         out = policy_returns(args[0], int(args[1]), int(args[2]))
     else:

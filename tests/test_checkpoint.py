@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -16,18 +17,19 @@ import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jaxsac
 from jaxsac import checkpoint
-from jaxsac.algorithm import build_program, init_state
+from jaxsac.algorithm import Checkpoints, build_program, init_state
 from jaxsac.checkpoint import CorruptCheckpointError
 from jaxsac.learner import Hyperparams
 
 CHILD = Path(__file__).with_name("checkpoint_child.py")
 ROOT = Path(__file__).resolve().parents[1]
-TINY = dict(hidden_sizes=(32, 32), batch_size=32, buffer_capacity=2_000, learning_starts=100,
+TINY = dict(hidden_sizes=(32, 32), batch_size=32, buffer_capacity=2_000, learning_starts=200,
             log_every=200, eval_episodes=2, checkpoint_every=200)
 TMP_SUFFIX = ".orbax-checkpoint-tmp"
 
@@ -57,7 +59,7 @@ def child_env(cache: Path) -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
-def run_child(cache: Path, *args: str) -> dict:
+def run_child(cache: Path, *args: str):
     proc = subprocess.run([sys.executable, str(CHILD), *args], env=child_env(cache), cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -76,7 +78,7 @@ def full_run(tmp_path_factory, jax_cache):
     directory = tmp_path_factory.mktemp("full") / "checkpoints"
     config = jaxsac.SACConfig(**TINY, total_env_steps=800, checkpoint_dir=str(directory),
                               max_to_keep=5)
-    out = run_child(jax_cache, "train", config.to_json())
+    [out] = run_child(jax_cache, "train", config.to_json())
     assert out["env_steps"] == [200, 400, 600, 800]
     return config, directory
 
@@ -88,9 +90,9 @@ def test_resume_in_a_new_process_is_bit_identical_to_the_uninterrupted_run(
     interrupted = tmp_path / "checkpoints"
     copy_steps(full, interrupted, [200, 400])  # as if the run had stopped after step 400
     resumed = config.replace(checkpoint_dir=str(interrupted), resume=True)
-    out = run_child(jax_cache, "train", resumed.to_json())
+    [out] = run_child(jax_cache, "train", resumed.to_json())
     assert out["env_steps"] == [600, 800]  # only the periods after the checkpoint ran
-    assert out["grad_steps"] == [501, 701]
+    assert out["grad_steps"] == [401, 601]
     assert checkpoint.latest_step(interrupted) == 800
     expected, _ = checkpoint.restore(full, 800)
     got, _ = checkpoint.restore(interrupted, 800)
@@ -106,30 +108,32 @@ def test_restore_rebuilds_the_state_with_or_without_a_template(full_run):
     config, full = full_run
     state, stored = checkpoint.restore(full)
     assert stored == config
-    assert int(state.iteration) == 800 and int(state.learner.step) == 701
+    assert int(state.iteration) == 800 and int(state.learner.step) == 601
     assert jax.dtypes.issubdtype(state.key.dtype, jax.dtypes.prng_key)
-    program = build_program(config)
-    fresh = jax.jit(lambda k: init_state(program, k, Hyperparams.from_config(config)))(
-        jax.random.key(123))
+    # Into a template: another step's state, or an abstract one (jax.eval_shape).
     # Fields that do not change the arrays may differ from the stored config.
-    again, _ = checkpoint.restore(full, like=fresh, config=config.replace(
-        total_env_steps=5_000, critic_lr=1e-3, log_dir="elsewhere", resume=True))
+    other, _ = checkpoint.restore(full, 200)
+    requested = config.replace(total_env_steps=5_000, critic_lr=1e-3, log_dir="x", resume=True)
+    again, _ = checkpoint.restore(full, like=other, config=requested)
     assert leaves_equal(again, state)
-    assert jax.tree.structure(again) == jax.tree.structure(fresh)
-
-
-def test_several_seeds_keep_their_seed_axis_and_load_policy_picks_one(tmp_path):
-    config = jaxsac.SACConfig(**TINY, total_env_steps=200)
     program = build_program(config)
-    init = jax.jit(jax.vmap(lambda k: init_state(program, k, Hyperparams.from_config(config))))
-    states = init(jax.random.split(jax.random.key(0), 3))
-    checkpoint.save(tmp_path, states, config, step=0)
+    abstract = jax.eval_shape(lambda k: init_state(program, k, Hyperparams.from_config(config)),
+                              jax.random.key(0))
+    again, _ = checkpoint.restore(full, like=abstract)
+    assert leaves_equal(again, state)
+
+
+def test_several_seeds_keep_their_seed_axis_and_load_policy_picks_one(full_run, tmp_path):
+    config, full = full_run
+    # A state with a leading seed axis, as from jax.vmap(make_train(config)).
+    states = jax.tree.map(lambda *xs: jnp.stack(xs),
+                          *(checkpoint.restore(full, step)[0] for step in (200, 400, 800)))
+    checkpoint.save(tmp_path, states, config, step=800)
     restored, _ = checkpoint.restore(tmp_path)
     assert leaves_equal(restored, states)
     assert restored.iteration.shape == (3,)
     with pytest.raises(ValueError, match="num_seeds: stored 3, requested no seed axis"):
-        checkpoint.restore(tmp_path, like=init(jax.random.split(jax.random.key(0), 3))
-                           .replace(iteration=states.iteration[0]))
+        checkpoint.restore(tmp_path, like=checkpoint.restore(full)[0])
     policy = checkpoint.load_policy(tmp_path, seed_index=2)
     assert leaves_equal(policy.actor_params,
                         jax.tree.map(lambda x: x[2], states.learner.actor_params))
@@ -159,15 +163,23 @@ def test_load_policy_in_a_fresh_process_matches_evaluate(full_run, jax_cache):
         policy(np.zeros((2, 2)))
 
 
+def gym_config(**changes) -> jaxsac.SACConfig:
+    """A gymnasium-backend config; one iteration per jitted block compiles fewer programs
+    than blocks of 8, and learning rates are state leaves there, so configs differing only
+    in them share compiled programs."""
+    return jaxsac.SACConfig(**{**TINY, "learning_starts": 100, "backend": "gymnasium",
+                               "normalize_obs": True, "host_block_steps": 1, **changes})
+
+
 def test_gymnasium_run_resumes_with_the_restored_learner_buffer_and_statistics(
         tmp_path, jax_cache):
-    config = jaxsac.SACConfig(**TINY, backend="gymnasium", normalize_obs=True,
-                              total_env_steps=200, checkpoint_dir=str(tmp_path))
-    assert run_child(jax_cache, "train", config.to_json())["env_steps"] == [200]
-    saved, _ = checkpoint.restore(tmp_path)
-    out = run_child(jax_cache, "train",
-                    config.replace(total_env_steps=400, resume=True).to_json())
+    config = gym_config(total_env_steps=200, checkpoint_dir=str(tmp_path))
+    # Two runs in one process: 200 steps, then resumed to 400 from its checkpoint.
+    first, out = run_child(jax_cache, "train", config.to_json(),
+                           config.replace(total_env_steps=400, resume=True).to_json())
+    assert first["env_steps"] == [200]
     assert out == {"env_steps": [400], "grad_steps": [301]}  # continued from 101
+    saved, _ = checkpoint.restore(tmp_path, 200)
     resumed, _ = checkpoint.restore(tmp_path, 400)
     assert int(resumed.learner.step) == 301
     # The buffer continued: the restored rows are kept, 200 new ones follow them.
@@ -308,9 +320,9 @@ def test_a_mismatched_config_lists_every_difference(full_run):
         assert line in message
     assert "act_shape" not in message  # both have one action dimension
     # train(resume=True) checks its config the same way.
+    state, _ = checkpoint.restore(full)
     with pytest.raises(ValueError, match=r"num_envs: stored 1, requested 2"):
-        jaxsac.train(config.replace(num_envs=2, resume=True, total_env_steps=1_000),
-                     progress=False)
+        Checkpoints(config.replace(num_envs=2, resume=True)).resume(state)
 
 
 def test_buffer_is_optional_and_max_to_keep_is_honoured(full_run, tmp_path):
@@ -328,17 +340,40 @@ def test_buffer_is_optional_and_max_to_keep_is_honoured(full_run, tmp_path):
     assert leaves_equal(restored.learner, state.learner)
     # Saving an existing step again replaces it.
     checkpoint.save(tmp_path, state, light, 1200)
-    assert int(checkpoint.restore(tmp_path)[0].iteration) == 800
+    with pytest.warns(UserWarning, match="saved without its replay buffer"):
+        assert int(checkpoint.restore(tmp_path)[0].iteration) == 800
 
 
-def test_non_finite_losses_stop_training_after_saving_the_last_finite_state(tmp_path):
-    # An absurd critic learning rate: the first gradient step (the last iteration of
-    # period 0) gives huge but finite parameters, period 1 overflows.
-    config = jaxsac.SACConfig(**{**TINY, "learning_starts": 200, "checkpoint_every": 0},
-                              total_env_steps=1_000, critic_lr=1e30, checkpoint_dir=str(tmp_path))
-    with pytest.raises(FloatingPointError, match=r"log period 1 \(env steps 200\.\.400\).*saved"):
-        jaxsac.train(config, progress=False)
-    assert checkpoint.latest_step(tmp_path) == 200
-    state, _ = checkpoint.restore(tmp_path)
+def check_stopped_after_saving_the_last_finite_state(out: dict, directory: Path) -> None:
+    """The run of `diverging` below: raised after period 1 and saved the state at 200."""
+    assert out.get("error") == "FloatingPointError", out
+    assert re.search(r"log period 1 \(env steps 200\.\.400\).*saved", out["message"])
+    assert checkpoint.latest_step(directory) == 200
+    state, _ = checkpoint.restore(directory)
     assert int(state.iteration) == 200 and int(state.learner.step) == 1
     assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(state.learner))
+    kernel = state.learner.critic_params["params"]["VmapMLP_0"]["Dense_0"]["kernel"]
+    assert np.max(np.abs(kernel)) > 1e20  # the one huge step was taken and saved
+
+
+def diverging(config: jaxsac.SACConfig, directory: Path) -> jaxsac.SACConfig:
+    """An absurd critic learning rate: the first gradient step (the last iteration of
+    period 0) gives huge but finite parameters; period 1 overflows."""
+    return config.replace(learning_starts=200, critic_lr=1e30, checkpoint_every=0,
+                          total_env_steps=1_000, checkpoint_dir=str(directory))
+
+
+def test_non_finite_losses_stop_training_after_saving_the_last_finite_state(
+        tmp_path, jax_cache):
+    config = diverging(jaxsac.SACConfig(**TINY), tmp_path)
+    [out] = run_child(jax_cache, "train", config.to_json())
+    check_stopped_after_saving_the_last_finite_state(out, tmp_path)
+
+
+@pytest.mark.xfail(strict=True, reason="algorithm.py: HostLoop donates the previous period's "
+                   "state, so the NaN stop cannot save it ('Array has been deleted')")
+def test_non_finite_losses_stop_the_gymnasium_loop_after_saving_the_last_finite_state(
+        tmp_path, jax_cache):
+    config = diverging(gym_config(), tmp_path)
+    [out] = run_child(jax_cache, "train", config.to_json())
+    check_stopped_after_saving_the_last_finite_state(out, tmp_path)
