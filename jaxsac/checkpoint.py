@@ -53,7 +53,8 @@ STRUCTURAL_FIELDS = ("env_id", "num_envs", "hidden_sizes", "num_q", "activation"
 """SACConfig fields a restored state must share with the requested config: they fix the
 arrays' shapes (or, for `activation`, what the parameters mean)."""
 
-__all__ = ["CorruptCheckpointError", "Policy", "latest_step", "load_policy", "restore", "save"]
+__all__ = ["CorruptCheckpointError", "Policy", "config_differences", "latest_step", "load_policy",
+           "restore", "save"]
 
 
 class CorruptCheckpointError(RuntimeError):
@@ -190,8 +191,8 @@ def _check_step(step: Any, caller: str) -> int:
 
 
 def _manager(directory: str, max_to_keep: int | None = None) -> ocp.CheckpointManager:
-    if max_to_keep is None:
-        options = ocp.CheckpointManagerOptions(read_only=True, create=False)
+    if max_to_keep is None:  # reading: creates, deletes and cleans up nothing
+        options = ocp.CheckpointManagerOptions(create=False, enable_async_checkpointing=False)
     else:
         options = ocp.CheckpointManagerOptions(
             max_to_keep=max_to_keep, create=True, enable_async_checkpointing=False,
@@ -503,7 +504,9 @@ def restore(directory: str | os.PathLike, step: int | None = None, *,
         warnings.warn(f"{where} was saved without its replay buffer "
                       "(checkpoint_buffer=False): the restored state has an empty buffer",
                       stacklevel=2)
-        buffer = like.buffer if like is not None else _empty_buffer(stored_config, meta)
+        concrete = like is not None and all(
+            isinstance(x, jax.Array) for x in jax.tree.leaves(like.buffer))
+        buffer = like.buffer if concrete else _empty_buffer(stored_config, meta)
         restored["buffer"] = _named_leaves(_storable(
             template.replace(buffer=buffer)))[0]["buffer"]
     state = jax.tree_util.tree_unflatten(treedef, [restored[item][name] for item, name in order])
@@ -595,6 +598,11 @@ def load_policy(directory: str | os.PathLike, step: int | None = None, *,
         stats_template = template.runner.obs_norm if stats_prefix else template.runner
         stats = _unflatten_subtree(stats_template, restored["runner"], stats_prefix, pick)
     else:
+        if config.normalize_obs:
+            warnings.warn(f"checkpoint step {step} in {directory} has no observation "
+                          "statistics (saved without a runner state) although "
+                          "normalize_obs=True: the policy sees unnormalized observations",
+                          stacklevel=2)
         stats = connectors.init_obs_norm(meta["obs_dim"])
     return Policy(config, step, actor, stats, meta)
 

@@ -209,6 +209,7 @@ def test_sigkill_during_a_save_leaves_the_previous_checkpoint(tmp_path, jax_cach
     assert previous == killed_step - config.checkpoint_every
     state, _ = checkpoint.restore(directory)
     assert int(state.iteration) == previous
+    assert (directory / f"{killed_step}{TMP_SUFFIX}").exists()  # reading changes nothing
     # The next save of this directory clears the unfinished one.
     checkpoint.save(directory, state, config, killed_step)
     assert checkpoint.latest_step(directory) == killed_step
