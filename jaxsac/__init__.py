@@ -14,6 +14,7 @@ from jaxsac.algorithm import (
     train,
     training_step,
 )
+from jaxsac.checkpoint import load_policy
 from jaxsac.config import SACConfig
 from jaxsac.learner import LearnerState, make_learner
 from jaxsac.tuned import tuned
@@ -30,6 +31,7 @@ __all__ = [
     "envs",
     "evaluate",
     "learner",
+    "load_policy",
     "make_learner",
     "make_train",
     "networks",

@@ -542,10 +542,14 @@ def run_host_periods(config: SACConfig, state: TrainState,
     rows = []
     try:
         for period in range(start, num_periods(config)):
+            # The gymnasium loop donates its state to the device; keep a copy to save
+            # should this period end in NaNs.
+            previous = (jax.tree.map(jnp.copy, state) if runner is not None and
+                        checkpoints.directory else state)
             new_state, row = run_one(state, period)
             row = jax.device_get(row)
             if not all_finite(row, new_state.learner):
-                checkpoints.save(state, final=True)
+                checkpoints.save(previous, final=True)
                 raise FloatingPointError(
                     f"non-finite losses or parameters in log period {period} (env steps "
                     f"{period * config.log_every}..{(period + 1) * config.log_every}); the last "
@@ -592,6 +596,10 @@ class Checkpoints:
             return state
         restored, _ = checkpoint.restore(self.directory, config=self.config,
                                          like=self._with_runner(state))
+        # Hyperparameters come from the requested config, as in an uninterrupted run.
+        restored = restored.replace(
+            learner=restored.learner.replace(hparams=state.learner.hparams))
+        self._last_saved = self.env_steps(restored)
         if self.runner is not None:
             self.runner.obs_norm = restored.runner
             restored = restored.replace(runner=None)
@@ -608,7 +616,7 @@ class Checkpoints:
     def maybe_save(self, state: TrainState, last: bool) -> None:
         every = self.config.checkpoint_every
         steps = self.env_steps(state)
-        if last or (every and steps // every > self._last_saved // every):
+        if last or (every and steps // every > max(self._last_saved, 0) // every):
             self.save(state)
 
     def save(self, state: TrainState, final: bool = False) -> None:

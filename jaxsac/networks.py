@@ -24,6 +24,12 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
 }
 
 
+# Kernels start uniform in ±1/sqrt(fan_in), PyTorch's nn.Linear default (the reference
+# implementation's); biases start at zero. On the tuned Pendulum-v1 this learns more
+# reliably than flax's default lecun_normal, whose weights are √3 times larger.
+KERNEL_INIT = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
+
+
 class MLP(nn.Module):
     """Dense layers with `activation` between them; the last layer is linear."""
 
@@ -35,8 +41,8 @@ class MLP(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
         for size in self.hidden_sizes:
-            x = act(nn.Dense(size)(x))
-        return nn.Dense(self.out_dim)(x)
+            x = act(nn.Dense(size, kernel_init=KERNEL_INIT)(x))
+        return nn.Dense(self.out_dim, kernel_init=KERNEL_INIT)(x)
 
 
 class Actor(nn.Module):

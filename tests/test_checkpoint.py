@@ -371,8 +371,6 @@ def test_non_finite_losses_stop_training_after_saving_the_last_finite_state(
     check_stopped_after_saving_the_last_finite_state(out, tmp_path)
 
 
-@pytest.mark.xfail(strict=True, reason="algorithm.py: HostLoop donates the previous period's "
-                   "state, so the NaN stop cannot save it ('Array has been deleted')")
 def test_non_finite_losses_stop_the_gymnasium_loop_after_saving_the_last_finite_state(
         tmp_path, jax_cache):
     config = diverging(gym_config(), tmp_path)
