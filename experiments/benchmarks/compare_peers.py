@@ -1,0 +1,406 @@
+"""Side-by-side SAC comparison on Pendulum-v1: jaxsac against stable-baselines3, sbx, rejax.
+
+    make bench-peers          # creates .venv-peers, then runs this with the defaults
+    .venv/bin/python -m experiments.benchmarks.compare_peers [--seeds 0 1 2] [--vmap-seeds 8]
+
+Every run is a fresh process: jaxsac's runner under jaxsac's `.venv`, the peers' under
+`.venv-peers` (made by experiments/benchmarks/setup_peers.sh; never a dependency of
+jaxsac). The libraries alternate: round r runs every library once with seed r, starting
+one library later than round r - 1, so drift on a noisy machine hits all of them alike.
+Then jaxsac and rejax train --vmap-seeds seeds vmapped in one program, in alternating order.
+
+Same settings everywhere: batch 256, 256x256 ReLU actor and critics (twin Q), Adam 3e-4,
+gamma 0.99, tau 0.005, learned alpha (initial 1) with target entropy -|A|, learning
+starts at 1,000 env steps, one gradient step per env step, replay buffer of 20,000 (the
+whole run), 20,000 env steps, one env. Timing and evaluation are described in
+experiments/benchmarks/peer_runners/common.py and docs/peers.md.
+
+Writes docs/benchmarks/peers.json (every run's record, the machine, versions and the
+command) and docs/benchmarks/peers.md (the tables), and prints the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+RETURN_BAR = -250.0
+
+LIBRARIES = {
+    # name: (virtualenv, runner module, extra runner arguments)
+    "jaxsac-jax": (".venv", "jaxsac_sac", ["--backend", "jax"]),
+    "jaxsac-gymnasium": (".venv", "jaxsac_sac", ["--backend", "gymnasium"]),
+    "rejax": (".venv-peers", "rejax_sac", []),
+    "sbx": (".venv-peers", "sbx_sac", []),
+    "sb3": (".venv-peers", "sb3_sac", []),
+}
+VMAPPED = ("jaxsac-jax", "rejax")
+DESCRIPTIONS = {
+    "jaxsac-jax": "jaxsac, JAX Pendulum inside the jitted program",
+    "jaxsac-gymnasium": "jaxsac, gymnasium Pendulum-v1 from a host loop",
+    "rejax": "rejax SAC, gymnax Pendulum, one jitted program",
+    "sbx": "sbx SAC (SB3 loop, JAX networks), gymnasium Pendulum-v1",
+    "sb3": "stable-baselines3 SAC (torch CPU), gymnasium Pendulum-v1",
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
+                   help="one round per seed; each round runs every library once")
+    p.add_argument("--libraries", nargs="+", choices=list(LIBRARIES),
+                   default=list(LIBRARIES))
+    p.add_argument("--vmap-seeds", type=int, default=8,
+                   help="seeds of the vmapped jaxsac and rejax runs (0: none)")
+    p.add_argument("--vmap-rounds", type=int, default=1,
+                   help="repetitions of the vmapped pair, alternating which goes first")
+    p.add_argument("--total-env-steps", type=int, default=20_000)
+    p.add_argument("--learning-starts", type=int, default=1_000)
+    p.add_argument("--buffer-size", type=int, default=20_000)
+    p.add_argument("--peers-python", default=".venv-peers/bin/python")
+    p.add_argument("--jaxsac-python", default=".venv/bin/python")
+    p.add_argument("--out-json", default="docs/benchmarks/peers.json")
+    p.add_argument("--out-md", default="docs/benchmarks/peers.md")
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="torch intra-op threads of sb3 (0: torch's default, one per core)")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
+    return p.parse_args(argv)
+
+
+def python_for(library: str, args: argparse.Namespace) -> str:
+    return args.jaxsac_python if LIBRARIES[library][0] == ".venv" else args.peers_python
+
+
+def runner_command(library: str, seed: int, num_seeds: int,
+                   args: argparse.Namespace) -> list[str]:
+    _, module, extra = LIBRARIES[library]
+    if library == "sb3":
+        extra = [*extra, "--torch-threads", str(args.torch_threads)]
+    return [python_for(library, args), "-m", f"experiments.benchmarks.peer_runners.{module}",
+            *extra, "--seed", str(seed), "--num-seeds", str(num_seeds),
+            "--total-env-steps", str(args.total_env_steps),
+            "--learning-starts", str(args.learning_starts),
+            "--buffer-size", str(args.buffer_size)]
+
+
+def child_env() -> dict[str, str]:
+    """The same environment for every run: JAX on the CPU, no persistent compilation
+    cache (each run compiles from scratch, as a first run does)."""
+    env = dict(os.environ)
+    env["JAX_PLATFORMS"] = "cpu"
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_ENABLE_COMPILATION_CACHE", "XLA_FLAGS"):
+        env.pop(name, None)
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def run_one(library: str, seed: int, num_seeds: int, args: argparse.Namespace) -> dict:
+    """Runs one runner process; its record, or a record of the failure."""
+    command = runner_command(library, seed, num_seeds, args)
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(command, cwd=ROOT, env=child_env(), capture_output=True,
+                              text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return {"library": library, "seed": seed, "num_seeds": num_seeds,
+                "error": f"timed out after {args.timeout:.0f} s", "command": command}
+    process_s = time.perf_counter() - start
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"library": library, "seed": seed, "num_seeds": num_seeds,
+                "error": f"exit status {proc.returncode}",
+                "stderr_tail": proc.stderr[-3000:], "command": command}
+    record = json.loads(lines[-1])
+    record["library"] = library
+    record["process_s"] = round(process_s, 3)  # including imports and the evaluation
+    record["command"] = " ".join(shlex.quote(c) for c in command)
+    return record
+
+
+def schedule(args: argparse.Namespace) -> list[tuple[str, int, int]]:
+    """(library, seed, num_seeds) in run order: rotated rounds, then the vmapped pairs."""
+    libs = list(args.libraries)
+    plan = []
+    for r, seed in enumerate(args.seeds):
+        k = r % len(libs)
+        plan += [(lib, seed, 1) for lib in libs[k:] + libs[:k]]
+    vmapped = [lib for lib in VMAPPED if lib in libs]
+    if args.vmap_seeds > 0:
+        for r in range(args.vmap_rounds):
+            order = vmapped if r % 2 == 0 else vmapped[::-1]
+            plan += [(lib, args.seeds[0] + r, args.vmap_seeds) for lib in order]
+    return plan
+
+
+# --- summaries ---------------------------------------------------------------------
+
+
+def mean(xs: list[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
+
+
+def summarize(records: list[dict], num_seeds: int) -> dict[str, dict[str, Any]]:
+    """Per library: means over its runs of the timings; the final returns per seed."""
+    out = {}
+    for lib in LIBRARIES:
+        runs = [r for r in records if r["library"] == lib and r.get("num_seeds") == num_seeds]
+        if not runs:
+            continue
+        ok = [r for r in runs if "error" not in r]
+        finals = [x for r in ok for x in r["final_return"]]
+        rates = [r["steady_env_steps_per_s"] for r in ok]
+        out[lib] = {
+            "runs": len(runs),
+            "failed": len(runs) - len(ok),
+            "wall_s": mean([r["wall_s"] for r in ok]),
+            "compile_s": mean([r["compile_s"] for r in ok if r["compile_s"] is not None]),
+            "startup_s": mean([r["startup_s"] for r in ok]),
+            "steady_env_steps_per_s": mean(rates),
+            "steady_env_steps_per_s_min": min(rates) if rates else None,
+            "steady_env_steps_per_s_max": max(rates) if rates else None,
+            "aggregate_env_steps_per_s": mean([r["aggregate_env_steps_per_s"] for r in ok]),
+            "final_returns": finals,
+            "seeds_at_bar": sum(x >= RETURN_BAR for x in finals),
+            "seeds": len(finals),
+        }
+    return out
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def per_round(records: list[dict], num: str, den: str) -> list[float]:
+    """num's steady env steps/s over den's, round by round (same seed, run close in time)."""
+    rates = {(r["library"], r["seed"]): r["steady_env_steps_per_s"] for r in records
+             if r.get("num_seeds") == 1 and "error" not in r}
+    seeds = sorted({seed for _, seed in rates})
+    return [round(rates[num, s] / rates[den, s], 3) for s in seeds
+            if (num, s) in rates and (den, s) in rates]
+
+
+def bars(single: dict[str, dict], vmapped: dict[str, dict],
+         records: list[dict]) -> list[dict[str, Any]]:
+    """The bars jaxsac is held to: speed from the mean steady env steps/s of the
+    single-seed runs (the ratio of each round's pair alongside); returns from every
+    jaxsac seed, single and vmapped."""
+    rate = lambda lib: single.get(lib, {}).get("steady_env_steps_per_s")
+    checks = []
+    for num, den, need in (("jaxsac-jax", "rejax", 1.1), ("jaxsac-jax", "sbx", 2.0),
+                           ("jaxsac-gymnasium", "sbx", 1.5)):
+        value = ratio(rate(num), rate(den))
+        checks.append({"bar": f"{num} steady env steps/s >= {need}x {den}'s",
+                       "value": None if value is None else round(value, 3),
+                       "per_round": per_round(records, num, den),
+                       "passed": None if value is None else value >= need})
+    for lib, summary, what in (("jaxsac-jax", single, "seed"),
+                               ("jaxsac-gymnasium", single, "seed"),
+                               ("jaxsac-jax", vmapped, "vmapped seed")):
+        if lib in summary:
+            s = summary[lib]
+            checks.append({"bar": f"every {lib} {what} reaches a final return >= "
+                                  f"{RETURN_BAR:g}",
+                           "value": f"{s['seeds_at_bar']}/{s['seeds']}",
+                           "passed": s["seeds"] > 0 and s["seeds_at_bar"] == s["seeds"]})
+    return checks
+
+
+def minus(x: float) -> str:
+    """A return as the tables print it: no decimals, a real minus sign."""
+    return f"{x:.0f}".replace("-", "−")
+
+
+def fmt(x: float | None, digits: int = 1) -> str:
+    return "—" if x is None else f"{x:,.{digits}f}"
+
+
+def times(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}×"
+
+
+def table(summary: dict[str, dict], vmapped: bool) -> list[str]:
+    ref_jax = summary.get("jaxsac-jax", {}).get("steady_env_steps_per_s")
+    ref_gym = summary.get("jaxsac-gymnasium", {}).get("steady_env_steps_per_s")
+    rate_col = "env steps/s (all seeds)" if vmapped else "steady env steps/s"
+    head = ["library", "runs", "wall s", "compile s", "start-up s", rate_col,
+            "jaxsac-jax ÷ this"]
+    if not vmapped:
+        head.append("jaxsac-gym ÷ this")
+    head += ["final return per seed", f"seeds ≥ {minus(RETURN_BAR)}"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for lib, s in summary.items():
+        key = "aggregate_env_steps_per_s" if vmapped else "steady_env_steps_per_s"
+        rate = s[key]
+        if vmapped:
+            ref_jax = summary.get("jaxsac-jax", {}).get(key)
+        spread = ("" if vmapped or s["runs"] < 2 or rate is None else
+                  f" ({fmt(s['steady_env_steps_per_s_min'], 0)}–"
+                  f"{fmt(s['steady_env_steps_per_s_max'], 0)})")
+        row = [lib, f"{s['runs']}" + (f" ({s['failed']} failed)" if s["failed"] else ""),
+               fmt(s["wall_s"]), fmt(s["compile_s"]), fmt(s["startup_s"]),
+               fmt(rate, 0) + spread, times(ratio(ref_jax, rate))]
+        if not vmapped:
+            row.append(times(ratio(ref_gym, rate)))
+        row += [", ".join(minus(x) for x in s["final_returns"]) or "—",
+                f"{s['seeds_at_bar']}/{s['seeds']}"]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+# --- machine, versions, output -------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {"platform": platform.platform(), "cpu_count": os.cpu_count(),
+                            "python": platform.python_version()}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                info["memory_gib"] = round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return info
+
+
+def versions(records: list[dict]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for r in records:
+        if "versions" in r:
+            out.setdefault(r["library"], r["versions"])
+    return out
+
+
+def markdown(report: dict[str, Any]) -> str:
+    settings = report["settings"]
+    lines = [
+        "# SAC on Pendulum-v1: jaxsac and its peers",
+        "",
+        f"Generated {report['date']} by `{report['command']}`",
+        "(`make bench-peers` runs the same with the defaults). How it is measured: "
+        "[docs/peers.md](../peers.md).",
+        "",
+        f"Machine: {report['machine'].get('cpu', '?')}, {report['machine']['cpu_count']} "
+        f"cores, {report['machine'].get('memory_gib', '?')} GiB, "
+        f"{report['machine']['platform']}, Python {report['machine']['python']}; "
+        f"load average {report['load_before']} before, {report['load_after']} after "
+        "(1, 5, 15 min; timings are comparable only when nothing else ran).",
+        "",
+        f"Settings: {settings['total_env_steps']:,} env steps, learning starts "
+        f"{settings['learning_starts']:,}, buffer {settings['buffer_size']:,}, batch 256, "
+        "256×256 ReLU, Adam 3e-4, γ 0.99, τ 0.005, learned α (initial 1, target −|A|), "
+        "one gradient step per env step, one env; sb3 with "
+        f"{settings['sb3_torch_threads']} torch thread(s). Final return: 10 deterministic "
+        "episodes of gymnasium's Pendulum-v1 (reset seeds 10000–10009), the same for "
+        "every library. Steady env steps/s: env steps "
+        f"{settings['steady_window'][0]:,}–{settings['steady_window'][1]:,} over the time "
+        "between them.",
+        "",
+        f"## One seed per run ({len(report['seeds'])} round"
+        f"{'s' if len(report['seeds']) != 1 else ''}, libraries alternating)",
+        "",
+        *table(report["summary"]["single"], vmapped=False),
+        "",
+    ]
+    if report["summary"]["vmapped"]:
+        lines += [f"## {report['vmap_seeds']} seeds vmapped in one program", "",
+                  *table(report["summary"]["vmapped"], vmapped=True), ""]
+    lines += ["## Bars", "",
+              "Speed ratios: of the mean steady env steps/s; each round's own ratio follows.",
+              "", "| bar | value | per round | passed |", "|---|---|---|---|"]
+    for b in report["bars"]:
+        passed = {True: "yes", False: "**no**", None: "—"}[b["passed"]]
+        rounds = ", ".join(f"{x:.2f}" for x in b.get("per_round", [])) or "—"
+        lines.append(f"| {b['bar']} | {b['value'] if b['value'] is not None else '—'} "
+                     f"| {rounds} | {passed} |")
+    lines += ["", "## Versions", ""]
+    for lib, v in report["versions"].items():
+        lines.append(f"- {lib}: " + ", ".join(f"{k} {x}" for k, x in sorted(v.items())))
+    failures = [r for r in report["runs"] if "error" in r]
+    if failures:
+        lines += ["", "## Failed runs", ""]
+        lines += [f"- {r['library']} seed {r['seed']}: {r['error']}" for r in failures]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    command = " ".join([".venv/bin/python -m experiments.benchmarks.compare_peers",
+                        *(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))])
+    for lib in args.libraries:
+        python = ROOT / python_for(lib, args)
+        if not python.exists():
+            hint = ("run `bash experiments/benchmarks/setup_peers.sh` (or `make bench-peers`)"
+                    if LIBRARIES[lib][0] == ".venv-peers" else "run `make install`")
+            raise SystemExit(f"compare_peers: {python} is missing for {lib}; {hint}")
+
+    plan = schedule(args)
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    records = []
+    for i, (lib, seed, num_seeds) in enumerate(plan, 1):
+        label = f"[{i}/{len(plan)}] {lib} seed {seed}" + (
+            f" ×{num_seeds} vmapped" if num_seeds > 1 else "")
+        print(label + " ...", file=sys.stderr, flush=True)
+        record = run_one(lib, seed, num_seeds, args)
+        records.append(record)
+        if "error" in record:
+            print(f"    FAILED: {record['error']}\n{record.get('stderr_tail', '')}",
+                  file=sys.stderr, flush=True)
+        else:
+            print(f"    wall {record['wall_s']:.1f} s, compile {fmt(record['compile_s'])} s, "
+                  f"start-up {record['startup_s']:.1f} s, steady "
+                  f"{record['steady_env_steps_per_s']:.0f} env steps/s, final return "
+                  f"{', '.join(f'{x:.0f}' for x in record['final_return'])}",
+                  file=sys.stderr, flush=True)
+
+    single = summarize(records, 1)
+    vmapped = summarize(records, args.vmap_seeds) if args.vmap_seeds > 1 else {}
+    report = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": command,
+        "machine": machine(),
+        "load_before": load_before,
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+        "seeds": args.seeds,
+        "vmap_seeds": args.vmap_seeds,
+        "settings": {
+            "env_id": "Pendulum-v1", "total_env_steps": args.total_env_steps,
+            "learning_starts": args.learning_starts, "buffer_size": args.buffer_size,
+            "batch_size": 256, "hidden": [256, 256], "activation": "relu", "lr": 3e-4,
+            "gamma": 0.99, "tau": 0.005, "alpha": "learned, initial 1, target -|A|",
+            "gradient_steps_per_env_step": 1, "num_envs": 1, "eval_episodes": 10,
+            "sb3_torch_threads": args.torch_threads or "torch default",
+            "steady_window": [args.learning_starts + 1_000, args.total_env_steps],
+        },
+        "summary": {"single": single, "vmapped": vmapped},
+        "bars": bars(single, vmapped, records),
+        "versions": versions(records),
+        "runs": records,
+    }
+    text = markdown(report)
+    print(text)
+    for path, content in ((args.out_json, json.dumps(report, indent=1) + "\n"),
+                          (args.out_md, text)):
+        target = ROOT / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content)
+        print(f"wrote {target}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,278 @@
+"""What every runner of the peer comparison shares: the settings, the clock, the
+compile-time meter, the common final evaluation and the one-line JSON result.
+
+Imported both from jaxsac's `.venv` (the jaxsac runner) and from `.venv-peers` (the
+peers), so it needs only numpy and gymnasium (and jax where a runner uses JAX).
+
+Timing protocol (the same for every library, see docs/peers.md):
+
+- `t0` is taken after imports and backend initialisation, right before the env and the
+  agent are built; `wall_s` ends when the trained parameters are ready.
+- A timestamp is taken at every `mark_every` env steps (1,000: jaxsac's log period).
+- Steady env steps/s = (mark_end - mark_start) / (t[mark_end] - t[mark_start]), with
+  mark_start = learning_starts + mark_every: one whole learning period after the first
+  gradient step, so compilation triggered by learning has happened in every library.
+- start-up s = t[mark_start] - (mark_start - learning_starts) / steady rate: everything
+  before steady learning (construction, compilation, the random-action warm-up) beyond
+  what the first learning period would take at the steady rate.
+- compile s: time spent tracing, lowering and compiling JAX programs (the union of the
+  spans jax.monitoring reports), for JAX libraries; None for torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+ENV_ID = "Pendulum-v1"
+EVAL_SEED_BASE = 10_000
+"""Episode i of the common evaluation resets gymnasium's Pendulum-v1 with seed base + i."""
+
+COMPILE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    "/jax/core/compile/backend_compile_duration",
+)
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    """The settings every runner takes (the comparison's shared hyperparameters)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--num-seeds", type=int, default=1,
+                   help="seeds vmapped in one program (JAX libraries only)")
+    p.add_argument("--total-env-steps", type=int, default=20_000)
+    p.add_argument("--learning-starts", type=int, default=1_000)
+    p.add_argument("--buffer-size", type=int, default=20_000)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--hidden", type=int, nargs="+", default=[256, 256])
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--gamma", type=float, default=0.99)
+    p.add_argument("--tau", type=float, default=0.005)
+    p.add_argument("--mark-every", type=int, default=1_000,
+                   help="env steps between timestamps (jaxsac's log period)")
+    p.add_argument("--eval-episodes", type=int, default=10)
+    return p
+
+
+def check_args(args: argparse.Namespace) -> None:
+    if args.total_env_steps % args.mark_every or args.learning_starts % args.mark_every:
+        raise SystemExit(f"--total-env-steps={args.total_env_steps} and --learning-starts="
+                         f"{args.learning_starts} must be multiples of --mark-every="
+                         f"{args.mark_every}")
+    if args.total_env_steps < args.learning_starts + 2 * args.mark_every:
+        raise SystemExit(f"--total-env-steps={args.total_env_steps} must be at least "
+                         f"learning_starts + 2 * mark_every = "
+                         f"{args.learning_starts + 2 * args.mark_every} (a steady window)")
+
+
+class Clock:
+    """Timestamps (seconds since `start()`) at env-step marks."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.marks: dict[int, float] = {}
+        self.t_end: float | None = None
+
+    def start(self) -> None:
+        self.t0 = time.perf_counter()
+        self.marks.clear()
+
+    def mark(self, env_steps: int) -> None:
+        """Records the time env step `env_steps` was reached (the last call wins)."""
+        self.marks[int(env_steps)] = time.perf_counter() - self.t0
+
+    def stop(self) -> None:
+        self.t_end = time.perf_counter() - self.t0
+
+
+class CompileMeter:
+    """Wall time spent in JAX tracing, lowering and XLA compilation.
+
+    Listens to jax.monitoring's time spans for those phases and merges overlapping
+    spans (a jit traced inside another's trace), so nothing is counted twice.
+    """
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[float, float]] = []
+        import jax.monitoring
+
+        def listener(event: str, start: float, end: float, **_: Any) -> None:
+            if event in COMPILE_EVENTS:
+                self.spans.append((start, end))
+
+        jax.monitoring.register_event_time_span_listener(listener)
+
+    def seconds(self, since: float | None = None, until: float | None = None) -> float:
+        """Merged span length, optionally clipped to [since, until] (time.time() values)."""
+        clipped = []
+        for start, end in self.spans:
+            if since is not None:
+                start = max(start, since)
+            if until is not None:
+                end = min(end, until)
+            if end > start:
+                clipped.append((start, end))
+        total, cur_start, cur_end = 0.0, None, None
+        for start, end in sorted(clipped):
+            if cur_end is None or start > cur_end:
+                if cur_end is not None:
+                    total += cur_end - cur_start
+                cur_start, cur_end = start, end
+            else:
+                cur_end = max(cur_end, end)
+        if cur_end is not None:
+            total += cur_end - cur_start
+        return total
+
+
+def evaluate(policy: Callable[[np.ndarray], np.ndarray], episodes: int = 10,
+             seed_base: int = EVAL_SEED_BASE) -> list[float]:
+    """Returns of `episodes` deterministic episodes of gymnasium's Pendulum-v1.
+
+    policy: observations [episodes, 3] float32 -> env actions [episodes, 1] (torque).
+    Episode i resets with seed `seed_base + i`: the same start states for every library.
+    """
+    import gymnasium as gym
+
+    envs = [gym.make(ENV_ID) for _ in range(episodes)]
+    obs = np.stack([env.reset(seed=seed_base + i)[0] for i, env in enumerate(envs)])
+    totals = np.zeros(episodes)
+    done = np.zeros(episodes, bool)
+    while not done.all():
+        actions = np.asarray(policy(obs.astype(np.float32)), np.float32).reshape(episodes, -1)
+        for i, env in enumerate(envs):
+            if done[i]:
+                continue
+            o, r, terminated, truncated, _ = env.step(actions[i])
+            obs[i] = o
+            totals[i] += float(r)
+            done[i] = terminated or truncated
+    for env in envs:
+        env.close()
+    return [round(float(x), 3) for x in totals]
+
+
+def summarize(library: str, args: argparse.Namespace, clock: Clock,
+              compile_meter: CompileMeter | None, eval_returns: list[list[float]],
+              versions: dict[str, str], extra: dict[str, Any] | None = None,
+              wall_clock_origin: float | None = None) -> dict[str, Any]:
+    """The result record: timings from the marks, final returns per seed, versions.
+
+    wall_clock_origin: time.time() at clock.start(), to place the steady window on
+    jax.monitoring's clock (compile time inside the steady window).
+    """
+    mark_start = args.learning_starts + args.mark_every
+    mark_end = args.total_env_steps
+    missing = [m for m in (mark_start, mark_end) if m not in clock.marks]
+    if missing:
+        raise RuntimeError(f"{library}: no timestamp at env steps {missing}; "
+                           f"got {sorted(clock.marks)}")
+    steady_s = clock.marks[mark_end] - clock.marks[mark_start]
+    rate = (mark_end - mark_start) / steady_s
+    startup_s = clock.marks[mark_start] - (mark_start - args.learning_starts) / rate
+    compile_s = compile_in_steady = None
+    if compile_meter is not None:
+        compile_s = compile_meter.seconds()
+        if wall_clock_origin is not None:
+            compile_in_steady = compile_meter.seconds(
+                wall_clock_origin + clock.marks[mark_start],
+                wall_clock_origin + clock.marks[mark_end])
+    means = [float(np.mean(r)) for r in eval_returns]
+    record = {
+        "library": library,
+        "seed": args.seed,
+        "num_seeds": args.num_seeds,
+        "total_env_steps": args.total_env_steps,
+        "wall_s": round(clock.t_end, 3),
+        "startup_s": round(startup_s, 3),
+        "compile_s": None if compile_s is None else round(compile_s, 3),
+        "compile_in_steady_window_s": (None if compile_in_steady is None
+                                       else round(compile_in_steady, 3)),
+        "steady_window": [mark_start, mark_end],
+        "steady_s": round(steady_s, 3),
+        "steady_env_steps_per_s": round(rate, 2),
+        "aggregate_env_steps_per_s": round(rate * args.num_seeds, 2),
+        "marks": {str(k): round(v, 4) for k, v in sorted(clock.marks.items())},
+        "eval_returns": eval_returns,
+        "final_return": [round(m, 2) for m in means],
+        "versions": versions,
+        "python": platform.python_version(),
+    }
+    record.update(extra or {})
+    return record
+
+
+def emit(record: dict[str, Any]) -> None:
+    """Prints the result as one JSON line (the last line of stdout)."""
+    for key, value in record.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            record[key] = None
+    sys.stdout.write(json.dumps(record, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def package_versions(*names: str) -> dict[str, str]:
+    from importlib import metadata
+
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def run_sb3_api(sac_class: Any, library: str, args: argparse.Namespace,
+                versions: dict[str, str], meter: CompileMeter | None,
+                extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Trains and evaluates `sac_class` (stable-baselines3's SAC or sbx's, which share
+    SB3's API, replay buffer and collection loop) with the comparison's settings."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    clock = Clock()
+
+    class Marks(BaseCallback):
+        """A timestamp at every `mark_every` env steps (SB3 calls this after the env
+        step and before that step's gradient step)."""
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps % args.mark_every == 0:
+                clock.mark(self.num_timesteps)
+            return True
+
+    wall_origin = time.time()
+    clock.start()
+    model = sac_class(
+        "MlpPolicy", ENV_ID,
+        learning_rate=args.lr,
+        buffer_size=args.buffer_size,
+        learning_starts=args.learning_starts,
+        batch_size=args.batch_size,
+        tau=args.tau,
+        gamma=args.gamma,
+        train_freq=1,
+        gradient_steps=1,
+        ent_coef="auto",
+        target_entropy="auto",
+        policy_kwargs=dict(net_arch=list(args.hidden)),
+        seed=args.seed,
+        verbose=0,
+        **({"device": "cpu"} if library == "sb3" else {}),
+    )
+    model.learn(total_timesteps=args.total_env_steps, callback=Marks())
+    clock.stop()
+
+    returns = [evaluate(lambda obs: model.predict(obs, deterministic=True)[0],
+                        args.eval_episodes)]
+    return summarize(library, args, clock, meter, returns, versions, extra=extra,
+                     wall_clock_origin=wall_origin)

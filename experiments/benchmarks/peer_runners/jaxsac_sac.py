@@ -1,0 +1,124 @@
+"""jaxsac SAC on Pendulum-v1, timed like the peers; prints one JSON line.
+
+Run with jaxsac's own virtualenv (not .venv-peers), from the repository root:
+
+    .venv/bin/python -m experiments.benchmarks.peer_runners.jaxsac_sac --backend jax --seed 0
+
+--api train (the default for one seed): `jaxsac.train(config, progress=False)` is timed
+as a user calls it. The timestamps at every log period's end come from wrapping the
+`run_one` callable that `train` hands to `jaxsac.algorithm.run_host_periods` (the host
+loop over log periods, both backends); `run_host_periods` fetches each period's metrics
+row right after `run_one`, so waiting for the period's outputs there adds no
+synchronisation that the loop does not already do.
+
+--api make_train (the default for --num-seeds > 1; JAX backend only): the whole run as
+one program, `jax.jit(jax.vmap(jaxsac.make_train(config)))(split(key(seed), n))`, as
+rejax's runner does it. The timestamps come from a `jax.debug.callback` added to
+`jaxsac.algorithm.period_metrics` (traced once per log period, at its end), the same
+kind of timestamp the rejax runner takes in its evaluation callback.
+"""
+
+from __future__ import annotations
+
+import time
+
+from experiments.benchmarks.peer_runners import common
+
+
+def main() -> None:
+    p = common.parser(__doc__.splitlines()[0])
+    p.add_argument("--backend", choices=("jax", "gymnasium"), required=True)
+    p.add_argument("--api", choices=("train", "make_train"), default=None,
+                   help="default: train for one seed, make_train for --num-seeds > 1")
+    args = p.parse_args()
+    common.check_args(args)
+    api = args.api or ("train" if args.num_seeds == 1 else "make_train")
+    if api == "make_train" and args.backend != "jax":
+        raise SystemExit("--api make_train needs --backend jax")
+
+    import jax
+    import numpy as np
+
+    import jaxsac
+    from jaxsac import algorithm, connectors
+
+    jax.devices()  # backend initialisation, like an import, stays outside the clock
+    meter = common.CompileMeter()
+    clock = common.Clock()
+
+    # Timestamps at the end of each log period, for either API.
+    run_host_periods = algorithm.run_host_periods
+    period_metrics = algorithm.period_metrics
+
+    def timed_run_host_periods(config, state, run_one, *rest, **kwargs):
+        def timed_run_one(state, period):
+            out = run_one(state, period)
+            jax.block_until_ready(out)
+            clock.mark((period + 1) * config.log_every)
+            return out
+
+        return run_host_periods(config, state, timed_run_one, *rest, **kwargs)
+
+    def marked_period_metrics(program, state, learner_metrics, period):
+        row = period_metrics(program, state, learner_metrics, period)
+        # eval_return is an operand so the timestamp waits for the evaluation too.
+        jax.debug.callback(lambda it, _: clock.mark(int(it) * program.config.num_envs),
+                           state.iteration, row["eval_return"], ordered=True)
+        return row
+
+    if api == "train":
+        algorithm.run_host_periods = timed_run_host_periods
+    else:
+        algorithm.period_metrics = marked_period_metrics
+
+    wall_origin = time.time()
+    clock.start()
+    config = jaxsac.SACConfig(
+        env_id=common.ENV_ID, backend=args.backend, seed=args.seed,
+        total_env_steps=args.total_env_steps, learning_starts=args.learning_starts,
+        buffer_capacity=args.buffer_size, batch_size=args.batch_size,
+        hidden_sizes=tuple(args.hidden), activation="relu",
+        actor_lr=args.lr, critic_lr=args.lr, alpha_lr=args.lr, initial_alpha=1.0,
+        target_entropy="auto", gamma=args.gamma, tau=args.tau, utd_ratio=1.0,
+        log_every=args.mark_every, eval_episodes=args.eval_episodes)
+    if api == "train":
+        result = jaxsac.train(config, num_seeds=args.num_seeds, progress=False)
+        state, metrics = result.state, result.metrics
+        jax.block_until_ready(state)
+        own = np.asarray(metrics["eval_return"])[-1]  # [periods(, seeds)]
+    else:
+        train_fn = jax.jit(jax.vmap(jaxsac.make_train(config)))
+        keys = jax.random.split(jax.random.key(args.seed), args.num_seeds)  # as train's
+        state, metrics = train_fn(keys)
+        jax.block_until_ready(state)
+        own = np.asarray(metrics["eval_return"])[:, -1]  # [seeds, periods]
+    clock.stop()
+
+    # Common final evaluation: the deterministic policy tanh(mu), rescaled to the Box.
+    import gymnasium as gym
+
+    space = gym.make(common.ENV_ID).action_space
+    learner = jaxsac.make_learner(config, 3, int(np.prod(space.shape)))
+    to_env = connectors.module_to_env(space)
+    act = jax.jit(lambda params, obs: to_env(
+        learner.act(params, obs, jax.random.key(0), deterministic=True)))
+    params = state.learner.actor_params
+    seed_axis = api == "make_train" or args.num_seeds > 1
+    per_seed = ([params] if not seed_axis else
+                [jax.tree.map(lambda x, i=i: x[i], params) for i in range(args.num_seeds)])
+    returns = [common.evaluate(lambda obs, p=p: np.asarray(act(p, obs)), args.eval_episodes)
+               for p in per_seed]
+    own = np.atleast_1d(own).tolist()
+
+    versions = common.package_versions("jaxsac", "jax", "jaxlib", "flax", "optax",
+                                       "gymnasium", "numpy")
+    record = common.summarize(
+        f"jaxsac-{args.backend}", args, clock, meter, returns, versions,
+        extra={"api": api, "own_final_eval_return": [round(float(x), 2) for x in own],
+               "device": str(jax.devices()[0])},
+        wall_clock_origin=wall_origin)
+    common.emit(record)
+
+
+if __name__ == "__main__":
+    main()
