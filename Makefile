@@ -4,9 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.jaxsac-installed
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= -n auto --durations=15
 
-.PHONY: install train test lint bench clean
+.PHONY: install train test lint bench-peers clean
+PEERS_ARGS ?=
 
 install: $(STAMP)
 
@@ -17,7 +18,8 @@ $(STAMP): setup.cfg requirements.txt pyproject.toml
 	touch $(STAMP)
 
 train: $(STAMP)
-	$(PY) -m experiments.train --tuned Pendulum-v1 --total-env-steps 20000 --log-dir runs/pendulum
+	$(PY) -m experiments.train --tuned Pendulum-v1 --total-env-steps 20000 --log-dir runs/pendulum \
+		--checkpoint-dir runs/pendulum/checkpoints
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
@@ -26,5 +28,10 @@ test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# Side-by-side comparison with stable-baselines3, sbx and rejax (their own .venv-peers).
+bench-peers: $(STAMP)
+	bash experiments/benchmarks/setup_peers.sh
+	$(PY) -m experiments.benchmarks.compare_peers $(PEERS_ARGS)
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-peers runs .pytest_cache .ruff_cache .hypothesis

@@ -508,13 +508,17 @@ def run_keys(config: SACConfig, num_seeds: int) -> jax.Array:
 
 def _train_jax(config: SACConfig, num_seeds: int, progress: bool) -> TrainResult:
     program = build_program(config)
-    over_seeds = (lambda f: jax.vmap(f)) if num_seeds > 1 else (lambda f: f)
+
+    def over_seeds(f, in_axes=0):
+        return jax.vmap(f, in_axes=in_axes) if num_seeds > 1 else f
+
     init = jax.jit(over_seeds(
         lambda key: init_state(program, key, Hyperparams.from_config(config))))
     # Hyperparameters enter each chunk as constants, as they do in make_train's program.
     hparams = Hyperparams.from_config(config)
     pin = lambda s: s.replace(learner=s.learner.replace(hparams=hparams))
-    steady = jax.jit(over_seeds(lambda s, p: run_steady_period(program, pin(s), p)))
+    steady = jax.jit(over_seeds(lambda s, p: run_steady_period(program, pin(s), p),
+                                in_axes=(0, None)))
 
     def run_one(state: TrainState, period: int):
         if period >= first_steady_period(config):

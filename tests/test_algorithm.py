@@ -187,3 +187,14 @@ def test_evaluate_jax_matches_a_gymnasium_rollout():
             total += reward
             done = terminated or truncated
         np.testing.assert_allclose(returns[episode], total, rtol=1e-3)
+
+
+def test_train_with_several_seeds_logs_each_seed(tmp_path):
+    config = jaxsac.SACConfig(**{**TINY, "total_env_steps": 400, "log_dir": str(tmp_path)})
+    result = train(config, num_seeds=2, progress=False)
+    assert result.metrics["eval_return"].shape == (2, 2)  # [periods, seeds]
+    np.testing.assert_array_equal(result.state.learner.step, [301, 301])
+    rows = (tmp_path / "metrics.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 * 2
+    single = train(config.replace(log_dir=None), progress=False)
+    assert not np.array_equal(single.metrics["eval_return"], result.metrics["eval_return"][:, 0])
