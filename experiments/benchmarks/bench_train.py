@@ -46,12 +46,15 @@ def timed(fn, *args):
 def bench_jax(num_seeds: int, periods: int) -> dict:
     config = bench_config(backend="jax")
     program = build_program(config)
-    vm = (lambda f: jax.vmap(f)) if num_seeds > 1 else (lambda f: f)
+    def vm(f, in_axes=0):
+        return jax.vmap(f, in_axes=in_axes) if num_seeds > 1 else f
+
     init = jax.jit(vm(lambda k: init_state(program, k, Hyperparams.from_config(config))))
     keys = jax.random.split(jax.random.key(0), num_seeds) if num_seeds > 1 else jax.random.key(0)
     state = init(keys)
     state, _ = jax.jit(vm(lambda s: run_period(program, s, 0)))(state)  # warm-up period
-    steady = jax.jit(vm(lambda s, p: run_steady_period(program, s, p)), donate_argnums=0)
+    steady = jax.jit(vm(lambda s, p: run_steady_period(program, s, p), in_axes=(0, None)),
+                     donate_argnums=0)
     (state, _), first = timed(steady, state, jnp.int32(1))
     seconds = []
     for period in range(2, 2 + periods):
