@@ -375,7 +375,6 @@ def run_periods(program: Program, state: TrainState, start: int, stop: int):
     steady = max(start, min(stop, first_steady_period(program.config)))
     for period in range(start, steady):
         state, row = run_period(program, state, period)
-        state = jax.lax.optimization_barrier(state)
         rows.append(jax.tree.map(lambda x: x[None], row))
     if stop > steady:
         def body(s, period):
@@ -419,8 +418,7 @@ def make_train(config: SACConfig, sweep: Sequence[str] = ()) -> Callable[..., An
         gamma = values.pop("gamma", None)
         program = build_program(config, gamma)
         state = init_state(program, key, Hyperparams.from_config(config, **values))
-        return run_periods(program, jax.lax.optimization_barrier(state), 0,
-                           num_periods(config))
+        return run_periods(program, state, 0, num_periods(config))
 
     return train_fn
 
@@ -514,7 +512,8 @@ def _train_jax(config: SACConfig, num_seeds: int, progress: bool) -> TrainResult
 
     init = jax.jit(over_seeds(
         lambda key: init_state(program, key, Hyperparams.from_config(config))))
-    # Hyperparameters enter each chunk as constants, as they do in make_train's program.
+    # Every chunk takes its hyperparameters from the config (so a resumed run uses the
+    # requested ones), as constants, as make_train's program does.
     hparams = Hyperparams.from_config(config)
     pin = lambda s: s.replace(learner=s.learner.replace(hparams=hparams))
     steady = jax.jit(over_seeds(lambda s, p: run_steady_period(program, pin(s), p),
