@@ -506,36 +506,58 @@ def run_keys(config: SACConfig, num_seeds: int) -> jax.Array:
 
 def _train_jax(config: SACConfig, num_seeds: int, progress: bool) -> TrainResult:
     program = build_program(config)
+    keys = run_keys(config, num_seeds)
 
     def over_seeds(f, in_axes=0):
-        return jax.vmap(f, in_axes=in_axes) if num_seeds > 1 else f
+        # Metrics come back [periods, seeds, ...], one row per log period.
+        return jax.vmap(f, in_axes=in_axes, out_axes=(0, 1)) if num_seeds > 1 else f
 
-    init = jax.jit(over_seeds(
-        lambda key: init_state(program, key, Hyperparams.from_config(config))))
+    initial = lambda key: init_state(program, key, Hyperparams.from_config(config))
     # Every chunk takes its hyperparameters from the config (so a resumed run uses the
     # requested ones), as constants, as make_train's program does.
     hparams = Hyperparams.from_config(config)
     pin = lambda s: s.replace(learner=s.learner.replace(hparams=hparams))
-    steady = jax.jit(over_seeds(lambda s, p: run_steady_period(program, pin(s), p),
-                                in_axes=(0, None)))
 
-    def run_one(state: TrainState, period: int):
-        if period >= first_steady_period(config):
-            return steady(state, jnp.asarray(period, jnp.int32))
-        once = jax.jit(over_seeds(lambda s: run_period(program, pin(s), period)))
-        return once(state)
+    def steady_chunk(state: TrainState, period: jax.Array):
+        state, row = run_steady_period(program, pin(state), period)
+        return state, jax.tree.map(lambda x: x[None], row)
 
-    state = init(run_keys(config, num_seeds))
-    return run_host_periods(config, state, run_one, num_seeds, progress)
+    steady = jax.jit(over_seeds(steady_chunk, in_axes=(0, None)))
+
+    def run_chunk(state: TrainState, start: int, stop: int):
+        if start == 0:
+            # The initial state is computed again inside this program: XLA then compiles
+            # the first periods exactly as in make_train's program, bit for bit (with the
+            # state as an argument its fusions, and so its rounding, differ).
+            return jax.jit(over_seeds(lambda key: run_periods(program, initial(key), 0,
+                                                              stop)))(keys)
+        if start >= first_steady_period(config):
+            return steady(state, jnp.asarray(start, jnp.int32))
+        return jax.jit(over_seeds(lambda s: run_periods(program, pin(s), start, stop)))(state)
+
+    state = jax.jit(jax.vmap(initial) if num_seeds > 1 else initial)(keys)
+    return run_host_periods(config, state, run_chunk, num_seeds, progress,
+                            fused_periods=first_steady_period(config))
+
+
+def log_chunks(config: SACConfig, start: int, fused_periods: int) -> list[tuple[int, int]]:
+    """The chunks [a, b) of log periods `train` runs from period `start`, with host work
+    (logs, checkpoints) between them: periods before `fused_periods` in one chunk when
+    starting from 0, then one period per chunk."""
+    stop = num_periods(config)
+    first = min(fused_periods, stop) if start == 0 else start
+    chunks = [(0, first)] if first > 0 else []
+    return chunks + [(p, p + 1) for p in range(max(first, start), stop)]
 
 
 def run_host_periods(config: SACConfig, state: TrainState,
-                     run_one: Callable[[TrainState, int], tuple[TrainState, dict]],
-                     num_seeds: int, progress: bool,
-                     runner: GymRunner | None = None) -> TrainResult:
+                     run_chunk: Callable[[TrainState, int, int], tuple[TrainState, dict]],
+                     num_seeds: int, progress: bool, runner: GymRunner | None = None,
+                     fused_periods: int = 0) -> TrainResult:
     """The log periods of `train` from the host: resume, log, checkpoint, stop on NaN.
 
-    run_one(state, period) -> (state, metrics row) runs one log period.
+    run_chunk(state, start, stop) -> (state, metrics [stop - start, ...]) runs log periods
+    [start, stop); see `log_chunks` for how the run is cut.
     """
     checkpoints = Checkpoints(config, runner)
     state = checkpoints.resume(state)
@@ -544,23 +566,26 @@ def run_host_periods(config: SACConfig, state: TrainState,
                        start_env_steps=start * config.log_every)
     rows = []
     try:
-        for period in range(start, num_periods(config)):
+        for chunk_start, chunk_stop in log_chunks(config, start, fused_periods):
             # The gymnasium loop donates its state to the device; keep a copy to save
-            # should this period end in NaNs.
+            # should this chunk end in NaNs.
             previous = (jax.tree.map(jnp.copy, state) if runner is not None and
                         checkpoints.directory else state)
-            new_state, row = run_one(state, period)
-            row = jax.device_get(row)
-            if not all_finite(row, new_state.learner):
-                checkpoints.save(previous, final=True)
-                raise FloatingPointError(
-                    f"non-finite losses or parameters in log period {period} (env steps "
-                    f"{period * config.log_every}..{(period + 1) * config.log_every}); the last "
-                    f"finite state was saved" + checkpoints.where())
+            new_state, chunk_rows = run_chunk(state, chunk_start, chunk_stop)
+            chunk_rows = jax.device_get(chunk_rows)
+            for i in range(chunk_stop - chunk_start):
+                row = jax.tree.map(lambda x, i=i: x[i], chunk_rows)
+                if not all_finite(row, new_state.learner):
+                    checkpoints.save(previous, final=True)
+                    period = chunk_start + i
+                    raise FloatingPointError(
+                        f"non-finite losses or parameters in log period {period} (env steps "
+                        f"{period * config.log_every}..{(period + 1) * config.log_every}); the "
+                        f"last finite state was saved" + checkpoints.where())
+                rows.append(row)
+                logger.log(row)
             state = new_state
-            rows.append(row)
-            logger.log(row)
-            checkpoints.maybe_save(state, last=period == num_periods(config) - 1)
+            checkpoints.maybe_save(state, last=chunk_stop == num_periods(config))
     finally:
         logger.close()
     return TrainResult(state, stack_rows(rows), config, config.log_dir)
@@ -656,26 +681,31 @@ def _train_gymnasium(config: SACConfig, progress: bool) -> TrainResult:
         state = jax.jit(lambda key: init_state(program, key, Hyperparams.from_config(config)))(
             jax.random.key(config.seed))
         loop = HostLoop(program, runner)
-        return run_host_periods(config, state, loop.run_period, 1, progress, runner)
+        return run_host_periods(config, state, loop.run_chunk, 1, progress, runner)
     finally:
         runner.close()
 
 
 class HostLoop:
-    """Steps a GymRunner from the host; adds and gradient steps run on the device in
-    jitted blocks of `config.host_block_steps` iterations (the policy acting within a
-    block is the one from the block's start)."""
+    """Steps a GymRunner from the host in blocks of `config.host_block_steps` iterations.
+
+    Within a block the host only steps the envs, acting with the policy and the
+    observation statistics of the block's start; the block's rows then reach the
+    device in one transfer, and one jitted call unpacks them, updates the statistics,
+    adds them and takes their gradient steps.
+    """
 
     def __init__(self, program: Program, runner: GymRunner):
         self.program, self.runner = program, runner
-        learner = program.learner
+        learner, to_module = program.learner, program.env_to_module
 
-        def policy(actor_params, obs, root, iteration):
+        def policy(actor_params, obs_stats, raw_obs, root, iteration):
+            obs = to_module.apply(obs_stats, raw_obs)
             return learner.act(actor_params, obs, iteration_keys(root, iteration)[0])
 
-        def random(actor_params, obs, root, iteration):
+        def random(actor_params, obs_stats, raw_obs, root, iteration):
             key = iteration_keys(root, iteration)[0]
-            return connectors.random_module_action(key, obs.shape[0], program.act_dim)
+            return connectors.random_module_action(key, raw_obs.shape[0], program.act_dim)
 
         self._act = {Phase.LEARN: jax.jit(policy), Phase.WARMUP: jax.jit(random),
                      Phase.FIRST_UPDATE: jax.jit(random)}
@@ -683,11 +713,19 @@ class HostLoop:
         self._learner_metrics: list[dict[str, np.ndarray]] = []
 
     def block(self, phase: Phase, size: int) -> Callable:
+        """Jitted (state, rows [size, E, packed_width], obs_stats) -> (state, learner
+        metrics [size], obs_stats after the rows); the state is donated."""
         if (phase, size) not in self._blocks:
-            def run(state, steps, episodes, obs_stats):
+            def run(state, rows, obs_stats):
+                steps, episodes = self.runner.unpack(rows)
+                obs_stats = jax.lax.scan(
+                    lambda stats, next_obs: (self.program.env_to_module.update(stats, next_obs),
+                                             None), obs_stats, steps.next_obs)[0]
+
                 def body(s, xs):
                     return absorb(self.program, s, *xs, obs_stats, phase)
-                return jax.lax.scan(body, state, (steps, episodes))
+                state, metrics = jax.lax.scan(body, state, (steps, episodes))
+                return state, metrics, obs_stats
             self._blocks[phase, size] = jax.jit(run, donate_argnums=0)
         return self._blocks[phase, size]
 
@@ -698,24 +736,31 @@ class HostLoop:
             state = self.run(state, phase, count)
         return state, self.period_metrics(state, period)
 
+    def run_chunk(self, state: TrainState, start: int, stop: int):
+        """Log periods [start, stop): (state, metrics rows stacked [stop - start])."""
+        rows = []
+        for period in range(start, stop):
+            state, row = self.run_period(state, period)
+            rows.append(row)
+        return state, stack_rows(rows)
+
     def run(self, state: TrainState, phase: Phase, count: int) -> TrainState:
         block_steps = self.program.config.host_block_steps
-        done = 0
-        while done < count:
-            size = min(block_steps, count - done)
-            steps, episodes = [], []
+        iteration = int(state.iteration)
+        act = self._act[phase]
+        stop = iteration + count
+        while iteration < stop:
+            size = min(block_steps, stop - iteration)
+            rows = np.empty((size, self.runner.num_envs, self.runner.packed_width), np.float32)
             for i in range(size):
-                action = self._act[phase](state.learner.actor_params, self.runner.obs,
-                                          state.key, int(state.iteration) + i)
-                step, finished = self.runner.step(action)
-                steps.append(step)
-                episodes.append(finished)
-            stack = lambda xs: jax.tree.map(lambda *leaves: jnp.stack(leaves), *xs)
-            state, metrics = self.block(phase, size)(state, stack(steps), stack(episodes),
-                                                     self.runner.obs_norm)
+                action = act(state.learner.actor_params, self.runner.obs_norm,
+                             self.runner.raw_obs, state.key, iteration + i)
+                rows[i] = self.runner.step_packed(action)
+            state, metrics, self.runner.obs_norm = self.block(phase, size)(
+                state, rows, self.runner.obs_norm)
             if phase is not Phase.WARMUP:
                 self._learner_metrics.append(metrics)
-            done += size
+            iteration += size
         return state
 
     def period_metrics(self, state: TrainState, period: int) -> dict[str, Any]:
@@ -758,10 +803,9 @@ def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
             obs_stats = connectors.init_obs_norm(runner.obs_dim)
         total = np.zeros(num_episodes)
         finished = np.zeros(num_episodes, bool)
-        raw_obs = runner.obs  # flattened float32, not normalized (normalize_obs=False)
+        raw_obs = runner.raw_obs
         while not finished.all():
-            step, _ = runner.step(act(actor_params, obs_stats, raw_obs))
-            step = jax.device_get(step)
+            step, _ = runner.unpack(runner.step_packed(act(actor_params, obs_stats, raw_obs)))
             total += np.where(finished, 0.0, step.reward)
             finished |= step.terminated | step.truncated
             raw_obs = step.next_obs

@@ -301,31 +301,48 @@ class GymRunner:
         self._needs_reset = np.zeros(num_envs, bool)
         self._episode_return = np.zeros(num_envs, np.float64)
         self._episode_length = np.zeros(num_envs, np.int64)
-        obs_device = jax.device_put(self._obs)
         self.obs_norm: ObsNormState = self._to_module.update(
-            self._to_module.init(self.obs_dim), obs_device)
-        self._module_obs = self._to_module.apply(self.obs_norm, obs_device)
+            self._to_module.init(self.obs_dim), jax.device_put(self._obs))
         self._unpack = jax.jit(self._unpack_impl)
+        self._module_obs = jax.jit(self._to_module.apply)
 
-    def _unpack_impl(self, packed: jax.Array, obs_norm: ObsNormState):
-        """One float32 [E, 2 obs_dim + act_dim + 5] array (one host-to-device transfer)
-        -> (Step, EpisodeInfo, obs_norm, module obs), all on the device."""
+    @property
+    def packed_width(self) -> int:
+        """Columns of a `step_packed` row: obs, action, reward, terminated, truncated,
+        next_obs, episode return, episode length."""
+        return 2 * self.obs_dim + self.act_dim + 5
+
+    def unpack(self, packed: jax.Array) -> tuple[Step, EpisodeInfo]:
+        """Rows of `step_packed`, [..., E, packed_width] -> (Step, EpisodeInfo) with
+        leading axes [..., E]: numpy arrays for a numpy `packed`, else jax arrays. Pure and
+        jittable (the gymnasium loop unpacks a whole block of rows inside its jitted call)."""
         d, a = self.obs_dim, self.act_dim
+        xp = np if isinstance(packed, np.ndarray) else jnp
         columns = np.cumsum([d, a, 1, 1, 1, d, 1])
         obs, action, reward, terminated, truncated, next_obs, episode_return, episode_length = (
-            jnp.split(packed, columns, axis=1))
-        terminated, truncated = terminated[:, 0] > 0, truncated[:, 0] > 0
-        transition = Step(obs=obs, action=action, reward=reward[:, 0], terminated=terminated,
+            xp.split(packed, columns, axis=-1))
+        terminated, truncated = terminated[..., 0] > 0, truncated[..., 0] > 0
+        transition = Step(obs=obs, action=action, reward=reward[..., 0], terminated=terminated,
                           truncated=truncated, next_obs=next_obs)
-        episodes = EpisodeInfo(done=terminated | truncated, episode_return=episode_return[:, 0],
-                               episode_length=episode_length[:, 0].astype(jnp.int32))
-        obs_norm = self._to_module.update(obs_norm, next_obs)
-        return transition, episodes, obs_norm, self._to_module.apply(obs_norm, next_obs)
+        episodes = EpisodeInfo(done=terminated | truncated, episode_return=episode_return[..., 0],
+                               episode_length=episode_length[..., 0].astype(np.int32))
+        return transition, episodes
+
+    def _unpack_impl(self, packed: jax.Array, obs_norm: ObsNormState):
+        """[E, packed_width] -> (Step, EpisodeInfo, obs_norm updated with next_obs)."""
+        transition, episodes = self.unpack(packed)
+        return transition, episodes, self._to_module.update(obs_norm, transition.next_obs)
+
+    @property
+    def raw_obs(self) -> np.ndarray:
+        """[E, obs_dim] float32 on the host: the current flattened env observations."""
+        return self._obs
 
     @property
     def obs(self) -> jax.Array:
-        """[E, obs_dim] float32 on the device: the current obs as the module sees them."""
-        return self._module_obs
+        """[E, obs_dim] float32 on the device: the current obs as the module sees them
+        (normalized with `obs_norm` when `normalize_obs`)."""
+        return self._module_obs(self.obs_norm, self._obs)
 
     def normalize_batch(self, batch: Batch) -> Batch:
         """The learner connector with the current statistics (identity without them)."""
@@ -333,6 +350,15 @@ class GymRunner:
 
     def step(self, actions: Any) -> tuple[Step, EpisodeInfo]:
         """Steps every env once; see the class docstring."""
+        transition, episodes, self.obs_norm = self._unpack(self.step_packed(actions),
+                                                           self.obs_norm)
+        return transition, episodes
+
+    def step_packed(self, actions: Any) -> np.ndarray:
+        """Steps every env once and returns the row of `step` as one host array,
+        [E, packed_width] float32 (see `unpack`), leaving `obs_norm` as it was: for loops
+        that move many steps to the device at once. Bools are 0/1 and episode lengths
+        below 2**24 are exact in float32."""
         action = np.asarray(actions, np.float32)
         if action.shape != (self.num_envs, self.act_dim):
             raise ValueError(f"GymRunner.step: actions of shape {action.shape}; expected "
@@ -346,17 +372,13 @@ class GymRunner:
         not_a_step = self._needs_reset | _failed_in(infos, self.num_envs)
         self._episode_return, self._episode_length, episodes = _episode_bookkeeping(
             self._episode_return, self._episode_length, reward, not_a_step, done, np)
-        # Every field goes in one float32 array (bools as 0/1, episode lengths < 2**24 are
-        # exact): one transfer instead of one per array, which dominated the host time.
         packed = np.concatenate(
             [self._obs, action, reward[:, None], terminated[:, None], truncated[:, None],
              next_obs, episodes.episode_return[:, None], episodes.episode_length[:, None]],
             axis=1, dtype=np.float32)
-        transition, episodes, self.obs_norm, self._module_obs = self._unpack(
-            packed, self.obs_norm)
         self._obs = next_obs
         self._needs_reset = done
-        return transition, episodes
+        return packed
 
     def close(self) -> None:
         self._vec_env.close()

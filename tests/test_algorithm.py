@@ -93,18 +93,16 @@ def test_same_config_and_key_give_the_same_bits():
     assert not leaves_equal(first[0].learner.actor_params, other[0].learner.actor_params)
 
 
-def test_chunked_train_is_reproducible_and_matches_make_train():
-    config = jaxsac.SACConfig(**TINY)
+@pytest.mark.parametrize("learning_starts", [100, 500])  # warm-up of 1 and of 3 periods
+def test_chunked_train_is_reproducible_and_matches_make_train(learning_starts):
+    config = jaxsac.SACConfig(**{**TINY, "learning_starts": learning_starts,
+                                 "total_env_steps": 1_000})
     chunked = train(config, progress=False)
     again = train(config, progress=False)
     assert leaves_equal(chunked.state, again.state)
     state, metrics = jax.jit(make_train(config))(jax.random.key(config.seed))
-    np.testing.assert_array_equal(chunked.metrics["grad_steps"], metrics["grad_steps"])
-    np.testing.assert_array_equal(chunked.metrics["num_episodes"], metrics["num_episodes"])
-    # XLA compiles one whole-run program and per-period programs with different
-    # fusions, so parameters agree to float32 rounding growth, not bit for bit.
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=0.05),
-                 chunked.state.learner.actor_params, state.learner.actor_params)
+    assert leaves_equal(chunked.state, state)
+    assert leaves_equal(chunked.metrics, metrics)
 
 
 def test_jitted_program_is_traced_once_per_call(monkeypatch):

@@ -6,10 +6,11 @@ Run with jaxsac's own virtualenv (not .venv-peers), from the repository root:
 
 --api train (the default for one seed): `jaxsac.train(config, progress=False)` is timed
 as a user calls it. The timestamps at every log period's end come from wrapping the
-`run_one` callable that `train` hands to `jaxsac.algorithm.run_host_periods` (the host
-loop over log periods, both backends); `run_host_periods` fetches each period's metrics
-row right after `run_one`, so waiting for the period's outputs there adds no
-synchronisation that the loop does not already do.
+`run_chunk` callable that `train` hands to `jaxsac.algorithm.run_host_periods` (the host
+loop over chunks of log periods, both backends; the warm-up periods form one chunk, then
+one period per chunk); `run_host_periods` fetches each chunk's metrics right after
+`run_chunk`, so waiting for the chunk's outputs there adds no synchronisation that the
+loop does not already do.
 
 --api make_train (the default for --num-seeds > 1; JAX backend only): the whole run as
 one program, `jax.jit(jax.vmap(jaxsac.make_train(config)))(split(key(seed), n))`, as
@@ -50,14 +51,14 @@ def main() -> None:
     run_host_periods = algorithm.run_host_periods
     period_metrics = algorithm.period_metrics
 
-    def timed_run_host_periods(config, state, run_one, *rest, **kwargs):
-        def timed_run_one(state, period):
-            out = run_one(state, period)
+    def timed_run_host_periods(config, state, run_chunk, *rest, **kwargs):
+        def timed_run_chunk(state, start, stop):
+            out = run_chunk(state, start, stop)
             jax.block_until_ready(out)
-            clock.mark((period + 1) * config.log_every)
+            clock.mark(stop * config.log_every)
             return out
 
-        return run_host_periods(config, state, timed_run_one, *rest, **kwargs)
+        return run_host_periods(config, state, timed_run_chunk, *rest, **kwargs)
 
     def marked_period_metrics(program, state, learner_metrics, period):
         row = period_metrics(program, state, learner_metrics, period)
