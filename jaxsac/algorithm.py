@@ -545,9 +545,10 @@ def log_chunks(config: SACConfig, start: int, fused_periods: int) -> list[tuple[
     (logs, checkpoints) between them: periods before `fused_periods` in one chunk when
     starting from 0, then one period per chunk."""
     stop = num_periods(config)
-    first = min(fused_periods, stop) if start == 0 else start
-    chunks = [(0, first)] if first > 0 else []
-    return chunks + [(p, p + 1) for p in range(max(first, start), stop)]
+    if start == 0 and fused_periods > 0:
+        first = min(fused_periods, stop)
+        return [(0, first)] + [(p, p + 1) for p in range(first, stop)]
+    return [(p, p + 1) for p in range(start, stop)]
 
 
 def run_host_periods(config: SACConfig, state: TrainState,

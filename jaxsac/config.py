@@ -104,7 +104,8 @@ class SACConfig:
     """Episodes of each deterministic evaluation."""
     host_block_steps: int = 8
     """Gymnasium loop: iterations whose buffer adds and gradient steps run in one jitted
-    call (the policy acting within them is the one from the block's start)."""
+    call (the policy and observation statistics acting within them are those from the
+    block's start)."""
     log_dir: str | None = None
     """Folder for metrics.csv, TensorBoard events and curve.png; None: no files."""
     checkpoint_dir: str | None = None

@@ -12,6 +12,7 @@ from jaxsac.algorithm import (
     Phase,
     gradient_schedule,
     iterations_per_period,
+    log_chunks,
     make_train,
     phase_of,
     segments,
@@ -91,6 +92,16 @@ def test_same_config_and_key_give_the_same_bits():
     assert leaves_equal(first, second)
     other = run(jax.random.key(4))
     assert not leaves_equal(first[0].learner.actor_params, other[0].learner.actor_params)
+
+
+@pytest.mark.parametrize(("start", "fused"), [(0, 0), (0, 1), (0, 3), (0, 9), (2, 3), (4, 3)])
+def test_log_chunks_run_each_remaining_period_once(start, fused):
+    config = jaxsac.SACConfig(**{**TINY, "total_env_steps": 1_200})  # 6 periods
+    chunks = log_chunks(config, start, fused)
+    covered = [p for a, b in chunks for p in range(a, b)]
+    assert covered == list(range(start, 6))
+    multi = [(a, b) for a, b in chunks if b - a > 1]
+    assert multi == ([(0, min(fused, 6))] if start == 0 and fused > 1 else [])
 
 
 @pytest.mark.parametrize("learning_starts", [100, 500])  # warm-up of 1 and of 3 periods
