@@ -1,0 +1,132 @@
+"""Where one training iteration's time goes: a breakdown by timing its pieces alone.
+
+    .venv/bin/python -m experiments.benchmarks.profile_iteration [--iterations 1000]
+
+Pendulum-v1, batch 256, 256×256 networks, one env, uniform replay (20,000 steps held),
+the peers' comparison settings. Every piece runs as a jitted `lax.scan` of
+`--iterations` steps on a state after 2,000 env steps, best of `--repeats` calls:
+
+- iteration: a whole LEARN iteration (env step, policy action, add, sample, update);
+- collect: the same iteration with one gradient step per 1,000 iterations (env step,
+  policy action, add, episode bookkeeping);
+- sample + update: the gradient step of an iteration (`gradient_steps`, one step);
+- update: `learner.update` alone on a fixed batch;
+- sample: `buffer.sample` alone;
+- random: the iteration's key derivations alone (`iteration_keys` and the splits).
+
+The rest (iteration − collect − sample + update) is what joining them costs. Also the
+compile time of the steady log-period program with 1, 8 and 32 gradient steps per
+iteration (`--compile-utd`): the steps are a `lax.scan`, so it should stay flat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import jax
+import jax.numpy as jnp
+
+import jaxsac
+from jaxsac.algorithm import (
+    Phase,
+    build_program,
+    gradient_steps,
+    init_state,
+    iteration_keys,
+    run_period,
+    run_segment,
+    run_steady_period,
+)
+from jaxsac.learner import Hyperparams
+
+
+def config_for(**changes) -> jaxsac.SACConfig:
+    settings = dict(env_id="Pendulum-v1", learning_starts=1_000, log_every=1_000,
+                    total_env_steps=100_000, batch_size=256, hidden_sizes=(256, 256),
+                    utd_ratio=1.0, buffer_capacity=20_000)
+    return jaxsac.SACConfig(**{**settings, **changes})
+
+
+def best_seconds(fn, *args, repeats: int) -> float:
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def state_after(config: jaxsac.SACConfig, periods: int):
+    program = build_program(config)
+    state = jax.jit(lambda k: init_state(program, k, Hyperparams.from_config(config)))(
+        jax.random.key(0))
+    for period in range(periods):
+        state, _ = jax.jit(lambda s, p=period: run_period(program, s, p))(state)
+    return program, state
+
+
+def compile_seconds(config: jaxsac.SACConfig) -> float:
+    """Seconds to lower and compile the steady log-period program of `config`."""
+    program = build_program(config)
+    state = jax.eval_shape(lambda k: init_state(program, k, Hyperparams.from_config(config)),
+                           jax.random.key(0))
+    start = time.perf_counter()
+    jax.jit(lambda s: run_steady_period(program, s, jnp.int32(2))).lower(state).compile()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=1_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--compile-utd", type=int, nargs="*", default=[1, 8, 32])
+    args = parser.parse_args()
+    n, repeats = args.iterations, args.repeats
+
+    config = config_for()
+    program, state = state_after(config, 2)
+    collect_program, _ = state_after(config_for(utd_ratio=1e-3), 0)
+    stats = state.runner.obs_norm
+    batch = jax.jit(program.buffer.sample)(state.buffer, jax.random.key(1))
+
+    def scan(body, carry):
+        return jax.lax.scan(lambda c, k: (body(c, k), None), carry,
+                            jax.random.split(jax.random.key(2), n))[0]
+
+    pieces = {
+        "iteration": jax.jit(lambda s: run_segment(program, s, Phase.LEARN, n)[0]),
+        "collect": jax.jit(lambda s: run_segment(collect_program, s, Phase.LEARN, n)[0]),
+        "sample + update": jax.jit(lambda s: scan(lambda c, k: gradient_steps(
+            program, c[0], c[1], stats, k, 1)[:2], (s.learner, s.buffer))),
+        "update": jax.jit(lambda s: scan(
+            lambda ls, k: program.learner.update(ls, batch, k)[0], s.learner)),
+        "sample": jax.jit(lambda s: scan(
+            lambda acc, k: acc + program.buffer.sample(s.buffer, k).reward[0],
+            jnp.zeros(()))),
+        "random": jax.jit(lambda s: scan(
+            lambda acc, k: acc + jax.random.key_data(jax.random.split(
+                iteration_keys(k, s.iteration)[1], 2)).sum(), jnp.zeros((), jnp.uint32))),
+    }
+    micros = {name: 1e6 * best_seconds(fn, state, repeats=repeats) / n
+              for name, fn in pieces.items()}
+    micros["joining"] = micros["iteration"] - micros["collect"] - micros["sample + update"]
+    compile_s = {utd: round(compile_seconds(config_for(utd_ratio=float(utd))), 2)
+                 for utd in args.compile_utd}
+    print(json.dumps({
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+        "jax": jax.__version__,
+        "load_average": os.getloadavg(),
+        "iterations": n,
+        "microseconds_per_iteration": {k: round(v, 1) for k, v in micros.items()},
+        "env_steps_per_s": round(1e6 / micros["iteration"], 1),
+        "compile_s_by_gradient_steps_per_iteration": compile_s,
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
