@@ -1,4 +1,5 @@
-"""Environments: JAX-native ones (Pendulum-v1, MountainCarContinuous-v0) and gymnasium.
+"""Environments: JAX-native ones (Pendulum-v1, MountainCarContinuous-v0, the multi-agent
+MultiAgentPendulum-v1) and gymnasium.
 
     env = jaxsac.envs.make("Pendulum-v1", backend="jax")       # a JaxEnv (pure, vmappable)
     factory = jaxsac.envs.make("HalfCheetah-v5", backend="gymnasium")   # a GymEnvFactory
@@ -24,6 +25,7 @@ from jaxsac.envs.gym_adapter import (
     gym_env_factory,
 )
 from jaxsac.envs.mountain_car import MountainCarContinuous, MountainCarState
+from jaxsac.envs.multi_agent import IndependentAgents, MultiAgentJaxEnv, MultiAgentPendulum
 from jaxsac.envs.pendulum import Pendulum, PendulumState
 
 # env id -> (constructor taking the env's own kwargs, max_episode_steps as registered
@@ -32,12 +34,21 @@ JAX_ENVS: dict[str, tuple[Callable[..., JaxEnv], int]] = {
     "Pendulum-v1": (Pendulum, 200),
     "MountainCarContinuous-v0": (MountainCarContinuous, 999),
 }
+# multi-agent env id -> constructor taking num_agents and the env's own kwargs.
+MULTI_AGENT_ENVS: dict[str, Callable[..., MultiAgentJaxEnv]] = {
+    "MultiAgentPendulum-v1": MultiAgentPendulum,
+}
 BACKENDS = ("auto", "jax", "gymnasium")
 
 
 def has_jax_env(env_id: str) -> bool:
     """Whether `env_id` has a JAX implementation (what `backend="auto"` then uses)."""
-    return env_id in JAX_ENVS
+    return env_id in JAX_ENVS or env_id in MULTI_AGENT_ENVS
+
+
+def is_multi_agent(env_id: str) -> bool:
+    """Whether `env_id` is a multi-agent env (leading agent axis; JAX only)."""
+    return env_id in MULTI_AGENT_ENVS
 
 
 def make(env_id: str, backend: str = "auto", **kwargs: Any) -> JaxEnv | GymEnvFactory:
@@ -46,13 +57,18 @@ def make(env_id: str, backend: str = "auto", **kwargs: Any) -> JaxEnv | GymEnvFa
     backend: "jax" (error if there is no JAX implementation), "gymnasium" (any
         registered gymnasium id, MuJoCo ones when `mujoco` is installed), or "auto".
     kwargs: the env's own arguments (e.g. `g=9.81` for Pendulum), plus
-        `max_episode_steps` to override the registered time limit. For gymnasium they
-        go to `gymnasium.make`.
+        `max_episode_steps` to override the registered time limit (and `num_agents` for
+        a multi-agent env). For gymnasium they go to `gymnasium.make`.
     """
     if backend not in BACKENDS:
         raise ValueError(f"make: backend={backend!r} is invalid: must be one of {list(BACKENDS)}")
     if backend == "auto":
         backend = "jax" if has_jax_env(env_id) else "gymnasium"
+    if is_multi_agent(env_id):
+        if backend != "jax":
+            raise ValueError(f"make: env_id={env_id!r} is a multi-agent JAX env: backend must "
+                             f"be 'jax' or 'auto', got {backend!r}")
+        return MULTI_AGENT_ENVS[env_id](**kwargs)
     if backend == "gymnasium":
         return gym_env_factory(env_id, **kwargs)
     if not has_jax_env(env_id):
@@ -67,13 +83,17 @@ def make(env_id: str, backend: str = "auto", **kwargs: Any) -> JaxEnv | GymEnvFa
 __all__ = [
     "BACKENDS",
     "JAX_ENVS",
+    "MULTI_AGENT_ENVS",
     "AutoReset",
     "AutoResetState",
     "EnvFailureError",
     "GymEnvFactory",
+    "IndependentAgents",
     "JaxEnv",
     "MountainCarContinuous",
     "MountainCarState",
+    "MultiAgentJaxEnv",
+    "MultiAgentPendulum",
     "Pendulum",
     "PendulumState",
     "RestartOnFailure",
@@ -82,5 +102,6 @@ __all__ = [
     "check_spaces",
     "gym_env_factory",
     "has_jax_env",
+    "is_multi_agent",
     "make",
 ]
