@@ -172,6 +172,10 @@ def validate_schedule(config: SACConfig) -> None:
     if config.batch_size > config.buffer_capacity:
         raise ValueError(f"SACConfig.batch_size={config.batch_size} must be at most "
                          f"buffer_capacity={config.buffer_capacity}")
+    if config.num_agents > 1 or envs.is_multi_agent(config.env_id):
+        from jaxsac import multi_agent
+
+        multi_agent.validate(config)
 
 
 # --- the program's pieces ----------------------------------------------------------
@@ -188,11 +192,16 @@ class Program(NamedTuple):
     env_to_module: connectors.EnvToModule
     obs_dim: int
     act_dim: int
+    agents: Any = None  # multi_agent.AgentLayout of a multi-agent env, else None
 
 
 def build_program(config: SACConfig, gamma: Any = None) -> Program:
     """Learner, buffer and JAX runner for `config`; `gamma` may be traced (a sweep)."""
     validate_schedule(config)
+    if envs.is_multi_agent(config.env_id):
+        from jaxsac import multi_agent
+
+        return multi_agent.build_program(config, gamma)
     env = make_env(config)
     obs_dim = connectors.flat_obs_dim(env.observation_space)
     act_dim = int(np.prod(env.action_space.shape))
@@ -258,8 +267,9 @@ def gradient_steps(program: Program, learner_state: LearnerState, buffer_state: 
     return learner_state, buffer_state, jax.tree.map(lambda m: jnp.mean(m, axis=0), metrics)
 
 
-def nan_learner_metrics() -> dict[str, jax.Array]:
-    return {name: jnp.full((), jnp.nan) for name in LEARNER_METRICS}
+def nan_learner_metrics(shape: tuple[int, ...] = ()) -> dict[str, jax.Array]:
+    """NaN learner metrics (no gradient step); shape [M] for M stacked modules."""
+    return {name: jnp.full(shape, jnp.nan) for name in LEARNER_METRICS}
 
 
 def learn_from(program: Program, state: TrainState, obs_stats: Any, key: jax.Array):
@@ -273,7 +283,7 @@ def learn_from(program: Program, state: TrainState, obs_stats: Any, key: jax.Arr
     if every == 1:
         return run(None)
     due = (state.iteration - 1) % every == 0
-    skip = lambda _: (state.learner, state.buffer, nan_learner_metrics())
+    skip = lambda _: (state.learner, state.buffer, nan_learner_metrics(state.learner.step.shape))
     return jax.lax.cond(due, run, skip, None)
 
 
@@ -292,7 +302,7 @@ def absorb(program: Program, state: TrainState, step: Step, episodes: Any, obs_s
                                        episodes.episode_length),
     )
     if phase is Phase.WARMUP:
-        return state, nan_learner_metrics()
+        return state, nan_learner_metrics(state.learner.step.shape)
     _, update_key = iteration_keys(state.key, state.iteration - 1)
     learner_state, buffer_state, metrics = learn_from(program, state, obs_stats, update_key)
     return state.replace(learner=learner_state, buffer=buffer_state), metrics
@@ -329,12 +339,17 @@ def run_period(program: Program, state: TrainState, period: int):
     for phase, count in segments(program.config, period * per, (period + 1) * per):
         state, metrics = run_segment(program, state, phase, count)
         collected.append(metrics)
-    learner_metrics = jax.tree.map(lambda *xs: jnp.nanmean(jnp.concatenate(xs)), *collected)
+    learner_metrics = jax.tree.map(lambda *xs: jnp.nanmean(jnp.concatenate(xs), axis=0),
+                                   *collected)
     return state, period_metrics(program, state, learner_metrics, period)
 
 
 def period_metrics(program: Program, state: TrainState, learner_metrics: dict,
                    period: Any) -> dict[str, jax.Array]:
+    if program.agents is not None:
+        from jaxsac import multi_agent
+
+        return multi_agent.period_metrics(program, state, learner_metrics, period)
     eval_returns = evaluate_jax(program, state.learner.actor_params,
                                 state.runner.obs_norm,
                                 eval_key(state.key, period), program.config.eval_episodes)
@@ -362,8 +377,17 @@ def init_state(program: Program, key: jax.Array, hparams: Hyperparams) -> TrainS
         runner=None if program.runner is None else program.runner.init(runner_key),
         key=run_key,
         iteration=jnp.zeros((), jnp.int32),
-        episodes=EpisodeStats.empty(),
+        episodes=empty_episode_stats(program),
     )
+
+
+def empty_episode_stats(program: Program) -> Any:
+    """EpisodeStats, or one per agent (multi_agent.AgentEpisodeStats) for several agents."""
+    if program.agents is None:
+        return EpisodeStats.empty()
+    from jaxsac import multi_agent
+
+    return multi_agent.AgentEpisodeStats.empty(program.agents.num_agents)
 
 
 def run_periods(program: Program, state: TrainState, start: int, stop: int):
@@ -388,7 +412,7 @@ def run_steady_period(program: Program, state: TrainState, period: jax.Array):
     """A log period of LEARN iterations only (period may be traced)."""
     state, metrics = run_segment(program, state, Phase.LEARN,
                                  iterations_per_period(program.config))
-    learner_metrics = jax.tree.map(jnp.nanmean, metrics)
+    learner_metrics = jax.tree.map(lambda m: jnp.nanmean(m, axis=0), metrics)
     return state, period_metrics(program, state, learner_metrics, period)
 
 
@@ -455,9 +479,14 @@ def evaluate(config: SACConfig, actor_params: Any, key: jax.Array, num_episodes:
              obs_stats: Any = None) -> np.ndarray:
     """Returns [num_episodes] of the deterministic policy tanh(μ) on `config.env_id`.
 
-    JAX envs run as one jitted program; gymnasium envs run in a host loop.
+    JAX envs run as one jitted program; gymnasium envs run in a host loop. Multi-agent
+    envs give [num_agents, num_episodes] (`jaxsac.multi_agent.evaluate`).
     `obs_stats`: observation-normalization statistics when `config.normalize_obs`.
     """
+    if envs.is_multi_agent(config.env_id):
+        from jaxsac import multi_agent
+
+        return multi_agent.evaluate(config, actor_params, key, num_episodes, obs_stats)
     if uses_jax_env(config):
         program = build_program(config.replace(total_env_steps=0))
         stats = obs_stats if obs_stats is not None else program.env_to_module.init(

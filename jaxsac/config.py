@@ -16,6 +16,7 @@ BACKENDS = ("auto", "jax", "gymnasium")
 ACTIVATIONS = ("relu", "tanh", "elu", "gelu", "silu", "leaky_relu")
 CRITIC_LOSSES = ("mse", "huber")
 VECTORIZATIONS = ("sync", "async")
+POLICY_MAPPINGS = ("independent", "shared")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +36,14 @@ class SACConfig:
     loop; "auto": jax when the env has a JAX implementation."""
     num_envs: int = 1
     """Parallel envs, each stepped once per iteration."""
+    num_agents: int = 1
+    """Agents per env (multi-agent envs such as MultiAgentPendulum-v1). Step counts
+    (total_env_steps, learning_starts, log_every, buffer_capacity, ...) count each
+    agent's own env steps."""
+    policy_mapping: Literal["independent", "shared"] = "independent"
+    """Multi-agent envs: "independent" gives every agent its own module (parameters, α,
+    optimizers, replay buffer, vmapped over a module axis); "shared" trains one module
+    on all agents' steps (agents are extra env columns of one buffer)."""
     vectorization: Literal["sync", "async"] = "sync"
     """Gymnasium vector env: one process ("sync") or one process per env ("async")."""
     seed: int = 0
@@ -133,6 +142,11 @@ class SACConfig:
             return (self.n_step, self.n_step)
         return tuple(self.n_step)  # type: ignore[return-value]
 
+    @property
+    def num_modules(self) -> int:
+        """Modules (policies) trained: num_agents for "independent", else one."""
+        return self.num_agents if self.policy_mapping == "independent" else 1
+
     def resolved_target_entropy(self, act_dim: int) -> float:
         """H̄: the configured float, or -|A| for "auto"."""
         if self.target_entropy == "auto":
@@ -208,7 +222,8 @@ def _validate(c: SACConfig) -> None:
     _check_choice(c, "vectorization", VECTORIZATIONS)
     _check_choice(c, "activation", ACTIVATIONS)
     _check_choice(c, "critic_loss", CRITIC_LOSSES)
-    for name in ("num_envs", "batch_size", "num_q", "target_network_update_freq"):
+    _check_choice(c, "policy_mapping", POLICY_MAPPINGS)
+    for name in ("num_envs", "num_agents", "batch_size", "num_q", "target_network_update_freq"):
         _check_int(c, name, 1)
     for name in ("total_env_steps", "learning_starts", "max_env_restarts", "seed",
                  "priority_beta_steps", "checkpoint_every"):
