@@ -5,7 +5,7 @@
     train_fn = jaxsac.make_train(config)               # JAX envs: key -> (TrainState, metrics)
 """
 
-from jaxsac import connectors, envs, learner, networks, replay
+from jaxsac import connectors, envs, learner, multi_agent, networks, replay
 from jaxsac.algorithm import (
     TrainResult,
     TrainState,
@@ -34,6 +34,7 @@ __all__ = [
     "load_policy",
     "make_learner",
     "make_train",
+    "multi_agent",
     "networks",
     "replay",
     "train",

@@ -49,7 +49,7 @@ ARRAY_ITEMS = ("learner", "runner", "progress", "buffer")
 """Orbax items holding arrays; TrainState fields other than these three go to progress."""
 
 STRUCTURAL_FIELDS = ("env_id", "num_envs", "hidden_sizes", "num_q", "activation",
-                     "buffer_capacity", "prioritized")
+                     "buffer_capacity", "prioritized", "num_agents", "policy_mapping")
 """SACConfig fields a restored state must share with the requested config: they fix the
 arrays' shapes (or, for `activation`, what the parameters mean)."""
 
@@ -560,12 +560,14 @@ class Policy:
 
 
 def load_policy(directory: str | os.PathLike, step: int | None = None, *,
-                seed_index: int = 0) -> Policy:
+                seed_index: int = 0, module_id: int = 0) -> Policy:
     """The deterministic policy of checkpoint `step` (the newest when None).
 
     Reads only the learner and runner items (never the replay buffer). For a checkpoint
-    of several seeds, `seed_index` picks one. Works in a fresh process: everything it
-    needs (config, env action bounds) is in the checkpoint.
+    of several seeds, `seed_index` picks one; for a multi-agent run with independent
+    modules, `module_id` picks one module (agent `module_id`'s policy; the only module,
+    0, otherwise). Works in a fresh process: everything it needs (config, env action
+    bounds) is in the checkpoint.
     """
     directory = _check_directory(directory, "load_policy")
     step, _ = _resolve_step(directory, step, "load_policy")
@@ -577,6 +579,10 @@ def load_policy(directory: str | os.PathLike, step: int | None = None, *,
                 or not 0 <= seed_index < seeds:
             raise ValueError(f"load_policy: seed_index={seed_index!r} is invalid: checkpoint "
                              f"step {step} in {directory} holds {seeds} seed(s)")
+        if isinstance(module_id, bool) or not isinstance(module_id, int) \
+                or not 0 <= module_id < config.num_modules:
+            raise ValueError(f"load_policy: module_id={module_id!r} is invalid: checkpoint "
+                             f"step {step} in {directory} holds {config.num_modules} module(s)")
         template = _init_template(config, meta)
         items, _, _ = _named_leaves(template)
         wanted = {"learner": {n: x for n, x in items["learner"].items()
@@ -592,8 +598,9 @@ def load_policy(directory: str | os.PathLike, step: int | None = None, *,
     finally:
         manager.close()
     pick = (lambda x: x[seed_index]) if meta["seed_axis"] else (lambda x: x)
+    pick_module = (lambda x: pick(x)[module_id]) if config.num_modules > 1 else pick
     actor = _unflatten_subtree(template.learner.actor_params, restored["learner"],
-                               "actor_params.", pick)
+                               "actor_params.", pick_module)
     if restored.get("runner"):
         stats_template = template.runner.obs_norm if stats_prefix else template.runner
         stats = _unflatten_subtree(stats_template, restored["runner"], stats_prefix, pick)

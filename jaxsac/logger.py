@@ -2,6 +2,8 @@
 
 Metrics arrive one log period at a time as a dict of scalars, or of arrays [seeds] when
 several seeds train together; every seed gets its own CSV rows and TensorBoard tags.
+Multi-agent runs add a trailing axis: per agent for `PER_AGENT_METRICS` (columns
+`eval_return/agent_0`, ...), per module for the others (`qf_loss/module_0`, ...).
 """
 
 from __future__ import annotations
@@ -14,6 +16,25 @@ import numpy as np
 import tqdm
 
 CURVE_METRICS = ("eval_return", "episode_return_mean")
+PER_AGENT_METRICS = ("eval_return", "episode_return_mean", "episode_length_mean",
+                     "num_episodes")
+"""Metrics whose trailing axis (multi-agent runs) is the agent axis; other metrics with a
+trailing axis have a module axis."""
+
+
+def flatten_metrics(metrics: dict[str, Any], num_seeds: int) -> dict[str, np.ndarray]:
+    """Scalar columns: each metric's trailing agent or module axis becomes one column per
+    entry (`name/agent_i`, `name/module_i`). Values stay [seeds] when num_seeds > 1."""
+    flat = {}
+    for name, value in metrics.items():
+        value = np.asarray(value)
+        if value.ndim == (1 if num_seeds > 1 else 0):
+            flat[name] = value
+            continue
+        label = "agent" if name in PER_AGENT_METRICS else "module"
+        for i in range(value.shape[-1]):
+            flat[f"{name}/{label}_{i}"] = value[..., i]
+    return flat
 
 
 class RunLogger:
@@ -39,8 +60,8 @@ class RunLogger:
                               disable=not progress, dynamic_ncols=True, smoothing=0.1)
 
     def log(self, metrics: dict[str, Any]) -> None:
-        per_seed = {k: np.broadcast_to(np.asarray(v), (self.num_seeds,))
-                    for k, v in metrics.items()}
+        per_seed = {k: np.broadcast_to(v, (self.num_seeds,))
+                    for k, v in flatten_metrics(metrics, self.num_seeds).items()}
         env_steps = int(per_seed["env_steps"][0])
         for seed in range(self.num_seeds):
             row = {"seed": seed, **{k: v[seed].item() for k, v in per_seed.items()}}
@@ -52,8 +73,8 @@ class RunLogger:
                     if name not in ("seed", "env_steps") and np.isfinite(value):
                         self._tb.add_scalar(prefix + name, value, env_steps)
         self._bar.update(env_steps - self._bar.n)
-        self._bar.set_postfix(eval_return=f"{np.nanmean(per_seed['eval_return']):.1f}",
-                              train_return=f"{np.nanmean(per_seed['episode_return_mean']):.1f}")
+        self._bar.set_postfix(eval_return=f"{np.nanmean(metrics['eval_return']):.1f}",
+                              train_return=f"{np.nanmean(metrics['episode_return_mean']):.1f}")
 
     def _write_csv(self, row: dict[str, Any]) -> None:
         if self.log_dir is None:
@@ -81,7 +102,8 @@ class RunLogger:
 
 
 def plot_curves(csv_path: str, png_path: str) -> str | None:
-    """Evaluation and training returns against env steps, one line per seed."""
+    """Evaluation and training returns against env steps, one line per seed (and per
+    agent in multi-agent runs)."""
     if not os.path.exists(csv_path):
         return None
     import matplotlib
@@ -93,10 +115,13 @@ def plot_curves(csv_path: str, png_path: str) -> str | None:
         rows = list(csv.DictReader(f))
     fig, axes = plt.subplots(1, len(CURVE_METRICS), figsize=(11, 4), sharey=True)
     for ax, name in zip(axes, CURVE_METRICS, strict=True):
+        columns = [c for c in (rows[0] if rows else ()) if c == name or c.startswith(name + "/")]
         for seed in sorted({int(r["seed"]) for r in rows}):
             mine = [r for r in rows if int(r["seed"]) == seed]
-            ax.plot([int(r["env_steps"]) for r in mine], [float(r[name]) for r in mine],
-                    label=f"seed {seed}", alpha=0.8)
+            for column in columns:
+                agent = column[len(name) + 1:]
+                ax.plot([int(r["env_steps"]) for r in mine], [float(r[column]) for r in mine],
+                        label=f"seed {seed}" + (f" {agent}" if agent else ""), alpha=0.8)
         ax.set_xlabel("env steps")
         ax.set_title(name)
         ax.grid(alpha=0.3)
