@@ -1,0 +1,75 @@
+"""Env steps/s of multi-agent training with 1, 2 and 8 independent modules.
+
+    .venv/bin/python -m experiments.benchmarks.bench_multi_agent [--agents 1 2 8] [--periods 2]
+
+MultiAgentPendulum-v1, one env copy, one module per agent (vmapped over a module axis),
+batch 256, 256×256 networks, one gradient step per env step of each agent, learning
+starts 1,000. Each log period is 1,000 env steps of every agent. Reported: the compile
+time of the steady period program, env steps/s per agent and in total (all agents),
+and the load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import jax
+import jax.numpy as jnp
+
+import jaxsac
+from jaxsac.algorithm import build_program, init_state, run_period, run_steady_period
+from jaxsac.learner import Hyperparams
+
+
+def bench_config(num_agents: int) -> jaxsac.SACConfig:
+    return jaxsac.SACConfig(env_id="MultiAgentPendulum-v1", num_agents=num_agents,
+                            policy_mapping="independent", learning_starts=1_000,
+                            log_every=1_000, total_env_steps=100_000, batch_size=256,
+                            hidden_sizes=(256, 256), utd_ratio=1.0, buffer_capacity=100_000)
+
+
+def timed(fn, *args):
+    start = time.perf_counter()
+    out = jax.block_until_ready(fn(*args))
+    return out, time.perf_counter() - start
+
+
+def bench(num_agents: int, periods: int) -> dict:
+    config = bench_config(num_agents)
+    program = build_program(config)
+    state = jax.jit(lambda k: init_state(program, k, Hyperparams.from_config(config)))(
+        jax.random.key(0))
+    state, _ = jax.jit(lambda s: run_period(program, s, 0))(state)  # warm-up period
+    steady = jax.jit(lambda s, p: run_steady_period(program, s, p), donate_argnums=0)
+    (state, _), first = timed(steady, state, jnp.int32(1))
+    seconds = []
+    for period in range(2, 2 + periods):
+        (state, _), t = timed(steady, state, jnp.int32(period))
+        seconds.append(t)
+    per_period = sum(seconds) / len(seconds)
+    per_agent = config.log_every / per_period
+    return {"agents": num_agents, "env_steps_per_s_per_agent": round(per_agent, 1),
+            "env_steps_per_s_total": round(per_agent * num_agents, 1),
+            "compile_s": round(first - per_period, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, nargs="+", default=[1, 2, 8])
+    parser.add_argument("--periods", type=int, default=2)
+    args = parser.parse_args()
+    print(f"# {platform.machine()} {platform.processor() or ''} cpus={os.cpu_count()} "
+          f"jax={jax.__version__} backend={jax.default_backend()}")
+    for num_agents in args.agents:
+        load_before = os.getloadavg()[0]
+        result = bench(num_agents, args.periods)
+        result["load_avg_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
