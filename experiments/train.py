@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> jaxsac.TrainResult:
           f" x {args.num_seeds} seed(s)")
     result = jaxsac.train(config, num_seeds=args.num_seeds, progress=args.progress)
     final = np.atleast_1d(result.metrics["eval_return"][-1])
-    print(f"final deterministic evaluation return per seed: {np.round(final, 1).tolist()}")
+    print("final deterministic evaluation return per seed (and agent): "
+          f"{np.round(final, 1).tolist()}")
     if config.log_dir:
         log_dir = os.path.abspath(config.log_dir)
         print(f"metrics:      {os.path.join(log_dir, 'metrics.csv')}")
