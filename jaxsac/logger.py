@@ -28,7 +28,7 @@ def flatten_metrics(metrics: dict[str, Any], num_seeds: int) -> dict[str, np.nda
     flat = {}
     for name, value in metrics.items():
         value = np.asarray(value)
-        if value.ndim == (1 if num_seeds > 1 else 0):
+        if value.ndim <= (1 if num_seeds > 1 else 0):
             flat[name] = value
             continue
         label = "agent" if name in PER_AGENT_METRICS else "module"

@@ -273,6 +273,23 @@ def test_evaluation_runs_each_agent_with_its_module():
 # --- train, logs and checkpoints -------------------------------------------------------
 
 
+def test_logged_columns_split_the_agent_and_module_axes_of_every_seed():
+    from jaxsac.logger import flatten_metrics
+
+    seeds = np.arange(2 * 3).reshape(2, 3)  # [seeds, agents or modules]
+    flat = flatten_metrics({"env_steps": np.array([5, 5]), "eval_return": seeds,
+                            "qf_loss": seeds + 10, "eval_return_sum": seeds.sum(1)}, 2)
+    assert sorted(flat) == sorted(["env_steps", "eval_return_sum", *[
+        f"eval_return/agent_{i}" for i in range(3)], *[f"qf_loss/module_{i}" for i in range(3)]])
+    for i in range(3):
+        np.testing.assert_array_equal(flat[f"eval_return/agent_{i}"], seeds[:, i])
+        np.testing.assert_array_equal(flat[f"qf_loss/module_{i}"], seeds[:, i] + 10)
+    assert flatten_metrics({"eval_return": 1.5, "env_steps": 7}, 1) == {
+        "eval_return": 1.5, "env_steps": 7}
+    np.testing.assert_array_equal(flatten_metrics({"env_steps": 7}, 3)["env_steps"], 7)
+
+
+
 def test_train_logs_per_agent_columns_and_checkpoints_every_module(tmp_path):
     config = multi_config(log_dir=str(tmp_path / "logs"),
                           checkpoint_dir=str(tmp_path / "checkpoints"))
