@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
 
 import jax
 import jax.numpy as jnp
@@ -291,7 +292,7 @@ def test_logged_columns_split_the_agent_and_module_axes_of_every_seed():
 
 
 def test_train_logs_per_agent_columns_and_checkpoints_every_module(tmp_path):
-    config = multi_config(log_dir=str(tmp_path / "logs"),
+    config = multi_config(log_dir=str(tmp_path / "logs"), checkpoint_every=200,
                           checkpoint_dir=str(tmp_path / "checkpoints"))
     result = jaxsac.train(config, progress=False)
     assert result.metrics["eval_return"].shape == (3, 2)
@@ -323,6 +324,14 @@ def test_train_logs_per_agent_columns_and_checkpoints_every_module(tmp_path):
         jaxsac.load_policy(config.checkpoint_dir, module_id=2)
     with pytest.raises(ValueError, match="num_agents: stored 2, requested 3"):
         checkpoint.restore(config.checkpoint_dir, config=config.replace(num_agents=3))
+
+    # Resuming from the checkpoint at 400 env steps gives the uninterrupted run's state.
+    assert checkpoint.latest_step(config.checkpoint_dir) == 600
+    shutil.rmtree(os.path.join(config.checkpoint_dir, "600"))
+    resumed = jaxsac.train(config.replace(resume=True, log_dir=None), progress=False)
+    np.testing.assert_array_equal(resumed.metrics["env_steps"], [600])
+    for part in ("learner", "buffer", "runner", "episodes", "iteration"):
+        assert leaves_equal(getattr(resumed.state, part), getattr(result.state, part)), part
 
 
 # --- learning ----------------------------------------------------------------------------
