@@ -80,6 +80,9 @@ def validate(config: SACConfig) -> None:
         raise ValueError(f"SACConfig.num_agents={config.num_agents} needs a multi-agent env, "
                          f"but env_id={config.env_id!r} is single-agent; multi-agent envs: "
                          f"{sorted(envs.MULTI_AGENT_ENVS)}")
+    if envs.is_multi_agent(config.env_id) and config.backend == "gymnasium":
+        raise ValueError(f"SACConfig.backend='gymnasium' is invalid for env_id="
+                         f"{config.env_id!r}: multi-agent envs run on the 'jax' backend only")
     if config.num_modules > 1 and config.normalize_obs:
         raise ValueError("SACConfig.normalize_obs=True is not supported with "
                          "policy_mapping='independent' and num_agents > 1 (the runner's "

@@ -101,6 +101,8 @@ def test_bad_multi_agent_settings_are_errors_naming_the_field():
         jaxsac.train(multi_config(env_id="HalfCheetah-v5"), progress=False)
     with pytest.raises(ValueError, match="normalize_obs=True"):
         jaxsac.make_train(multi_config(normalize_obs=True))
+    with pytest.raises(ValueError, match="backend='gymnasium' is invalid"):
+        jaxsac.train(multi_config(backend="gymnasium"), progress=False)
 
 
 def test_module_config_counts_per_module():
