@@ -24,12 +24,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsac import connectors, envs
+from jaxsac import connectors, envs, sharding
 from jaxsac.config import SACConfig
 from jaxsac.env_runner import GymRunner, make_jax_runner
 from jaxsac.learner import Hyperparams, Learner, LearnerState, make_learner
 from jaxsac.logger import RunLogger
-from jaxsac.replay import ReplayBuffer, ReplayState, episode_buffer
+from jaxsac.replay import ReplayBuffer, ReplayState, episode_buffer, scheduled_beta
 from jaxsac.types import Step
 
 EPISODE_WINDOW = 100
@@ -193,14 +193,20 @@ class Program(NamedTuple):
     obs_dim: int
     act_dim: int
     agents: Any = None  # multi_agent.AgentLayout of a multi-agent env, else None
+    placement: sharding.Placement | None = None  # None: one device, nothing placed
 
 
-def build_program(config: SACConfig, gamma: Any = None) -> Program:
-    """Learner, buffer and JAX runner for `config`; `gamma` may be traced (a sweep)."""
+def build_program(config: SACConfig, gamma: Any = None,
+                  placement: sharding.Placement | None = None) -> Program:
+    """Learner, buffer and JAX runner for `config`; `gamma` may be traced (a sweep).
+
+    `placement` puts the state's arrays on a device mesh (jaxsac.sharding).
+    """
     validate_schedule(config)
     if envs.is_multi_agent(config.env_id):
         from jaxsac import multi_agent
 
+        check_one_shard(config, placement)
         return multi_agent.build_program(config, gamma)
     env = make_env(config)
     obs_dim = connectors.flat_obs_dim(env.observation_space)
@@ -209,7 +215,19 @@ def build_program(config: SACConfig, gamma: Any = None) -> Program:
     buffer = make_buffer(config, config.gamma if gamma is None else gamma)
     runner = make_jax_runner(env, config.num_envs, normalize_obs=config.normalize_obs)
     return Program(config, env, learner, buffer, runner,
-                   connectors.EnvToModule(normalize=config.normalize_obs), obs_dim, act_dim)
+                   connectors.EnvToModule(normalize=config.normalize_obs), obs_dim, act_dim,
+                   placement=placement)
+
+
+def check_one_shard(config: SACConfig, placement: sharding.Placement | None) -> None:
+    """Multi-agent envs run on one device with one data shard; errors otherwise."""
+    if placement is not None:
+        raise ValueError(f"make_train/train: a mesh of {placement.mesh.devices.size} devices "
+                         f"is invalid for the multi-agent env {config.env_id!r}: it runs on one "
+                         "device; pass a one-device mesh (jaxsac.sharding.make_mesh(devices[:1]))")
+    if config.num_data_shards > 1:
+        raise ValueError(f"SACConfig.data_shards={config.data_shards} is invalid for the "
+                         f"multi-agent env {config.env_id!r}: must be 1 or None")
 
 
 def make_env(config: SACConfig):
@@ -222,11 +240,22 @@ def make_env(config: SACConfig):
 
 
 def make_buffer(config: SACConfig, gamma: Any) -> ReplayBuffer:
-    return episode_buffer(
-        config.buffer_capacity, config.num_envs, config.batch_size, n_step=config.n_step,
+    """The replay buffer of `config`: one episode buffer, or `data_shards` of them."""
+    shards = config.num_data_shards
+    shard = episode_buffer(
+        config.buffer_capacity // shards, config.num_envs // shards,
+        config.batch_size // shards, n_step=config.n_step,
         gamma=gamma, prioritized=config.prioritized, alpha=config.priority_alpha,
         beta=config.priority_beta, eps=config.priority_eps,
         beta_final=config.priority_beta_final, beta_steps=config.priority_beta_steps)
+    if shards == 1:
+        return shard
+
+    def beta(state: ReplayState) -> jax.Array:
+        return scheduled_beta(state.priority_updates, config.priority_beta,
+                              config.priority_beta_final, config.priority_beta_steps)
+
+    return sharding.sharded_buffer(shard, shards, beta if config.prioritized else None)
 
 
 def example_step(obs_dim: int, act_dim: int) -> Step:
@@ -324,7 +353,13 @@ def training_step(program: Program, state: TrainState, phase: Phase):
     act_fn = act_fn_for(program, state.learner.actor_params, phase)
     runner_state, step, episodes = program.runner.step(state.runner, act_fn, act_key)
     state = state.replace(runner=runner_state)
-    return absorb(program, state, step, episodes, runner_state.obs_norm, phase)
+    state, metrics = absorb(program, state, step, episodes, runner_state.obs_norm, phase)
+    return place(program, state), metrics
+
+
+def place(program: Program, state: TrainState) -> TrainState:
+    """`state` constrained to the program's placement (unchanged on one device)."""
+    return state if program.placement is None else program.placement.constrain(state)
 
 
 def run_segment(program: Program, state: TrainState, phase: Phase, count: int):
@@ -371,14 +406,14 @@ def first_steady_period(config: SACConfig) -> int:
 def init_state(program: Program, key: jax.Array, hparams: Hyperparams) -> TrainState:
     """The state before the first iteration (`runner` None for the gymnasium loop)."""
     learner_key, runner_key, run_key = jax.random.split(key, 3)
-    return TrainState(
+    return place(program, TrainState(
         learner=program.learner.init(learner_key, hparams),
         buffer=program.buffer.init(example_step(program.obs_dim, program.act_dim)),
         runner=None if program.runner is None else program.runner.init(runner_key),
         key=run_key,
         iteration=jnp.zeros((), jnp.int32),
         episodes=empty_episode_stats(program),
-    )
+    ))
 
 
 def empty_episode_stats(program: Program) -> Any:
@@ -416,7 +451,8 @@ def run_steady_period(program: Program, state: TrainState, period: jax.Array):
     return state, period_metrics(program, state, learner_metrics, period)
 
 
-def make_train(config: SACConfig, sweep: Sequence[str] = ()) -> Callable[..., Any]:
+def make_train(config: SACConfig, sweep: Sequence[str] = (),
+               mesh: jax.sharding.Mesh | None = None) -> Callable[..., Any]:
     """The whole run as one pure function, for JAX-native envs.
 
     Returns `train_fn(key, *swept) -> (TrainState, metrics)`, where `swept` are the
@@ -427,11 +463,19 @@ def make_train(config: SACConfig, sweep: Sequence[str] = ()) -> Callable[..., An
 
     train many seeds or settings in one compiled program. `metrics` holds arrays with a
     leading axis of log periods (`total_env_steps // log_every`).
+
+    mesh: the devices to train on, a `jax.sharding.Mesh` with a "data" axis (default:
+    `jaxsac.sharding.make_mesh()`, all devices). On several devices the replay buffer's
+    shards and the envs are spread over the data axis and the learner is replicated
+    (jaxsac.sharding); `config.data_shards` defaults to the data axis's size.
     """
     unknown = [name for name in sweep if name not in SWEEPABLE]
     if unknown:
         raise ValueError(f"make_train: sweep={tuple(sweep)!r} has {unknown}, which cannot be "
                          f"swept; allowed: {list(SWEEPABLE)}")
+    mesh = sharding.check_mesh(mesh, "make_train")
+    config = sharding.resolve(config, mesh, "make_train")
+    placement = sharding.placement(mesh)
     build_program(config)  # validates the config and env eagerly, outside any trace
 
     def train_fn(key: jax.Array, *swept: Any):
@@ -440,7 +484,7 @@ def make_train(config: SACConfig, sweep: Sequence[str] = ()) -> Callable[..., An
                             f"got {len(swept)}")
         values = dict(zip(sweep, swept, strict=True))
         gamma = values.pop("gamma", None)
-        program = build_program(config, gamma)
+        program = build_program(config, gamma, placement)
         state = init_state(program, key, Hyperparams.from_config(config, **values))
         return run_periods(program, state, 0, num_periods(config))
 
@@ -508,23 +552,42 @@ def uses_jax_env(config: SACConfig) -> bool:
 # --- train: chunked JAX runs and the gymnasium loop -----------------------------------
 
 
-def train(config: SACConfig, num_seeds: int = 1, progress: bool = True) -> TrainResult:
+def train(config: SACConfig, num_seeds: int = 1, progress: bool = True,
+          mesh: jax.sharding.Mesh | None = None) -> TrainResult:
     """Train `config` on any backend, with progress, logs and a learning curve.
 
     JAX envs run the jitted program one log period per call (identical to one
     `make_train` call for the same key); `num_seeds > 1` trains seeds
     `split(key(config.seed), num_seeds)` vmapped in one program. Gymnasium envs run a
     host loop (one seed) with the buffer on the device. Logs go to `config.log_dir`.
+
+    mesh: as for `make_train` (default: all devices) for JAX envs; the gymnasium loop
+    runs on one device, and a mesh of several devices or `data_shards > 1` is an error.
     """
     if not isinstance(num_seeds, int) or num_seeds < 1:
         raise ValueError(f"train: num_seeds={num_seeds!r} is invalid: must be an integer >= 1")
     validate_schedule(config)
     if uses_jax_env(config):
-        return _train_jax(config, num_seeds, progress)
+        mesh = sharding.check_mesh(mesh, "train")
+        config = sharding.resolve(config, mesh, "train")
+        return _train_jax(config, num_seeds, progress, sharding.placement(mesh))
     if num_seeds != 1:
         raise ValueError(f"train: num_seeds={num_seeds} needs a JAX env; {config.env_id!r} "
                          "runs on gymnasium, one seed per process")
+    check_one_device(config, mesh)
     return _train_gymnasium(config, progress)
+
+
+def check_one_device(config: SACConfig, mesh: jax.sharding.Mesh | None) -> None:
+    """The gymnasium loop runs on one device with one data shard; errors otherwise."""
+    if mesh is not None and sharding.check_mesh(mesh, "train").devices.size > 1:
+        raise ValueError(f"train: mesh of {mesh.devices.size} devices is invalid for "
+                         f"{config.env_id!r} on the gymnasium backend: the host loop runs on "
+                         "one device; pass mesh=None or a one-device mesh")
+    if config.num_data_shards > 1:
+        raise ValueError(f"SACConfig.data_shards={config.data_shards} is invalid for "
+                         f"{config.env_id!r} on the gymnasium backend: must be 1 or None (the "
+                         "host loop runs one shard)")
 
 
 def run_keys(config: SACConfig, num_seeds: int) -> jax.Array:
@@ -533,8 +596,9 @@ def run_keys(config: SACConfig, num_seeds: int) -> jax.Array:
     return key if num_seeds == 1 else jax.random.split(key, num_seeds)
 
 
-def _train_jax(config: SACConfig, num_seeds: int, progress: bool) -> TrainResult:
-    program = build_program(config)
+def _train_jax(config: SACConfig, num_seeds: int, progress: bool,
+               placement: sharding.Placement | None) -> TrainResult:
+    program = build_program(config, placement=placement)
     keys = run_keys(config, num_seeds)
 
     def over_seeds(f, in_axes=0):

@@ -329,8 +329,9 @@ def _read_json(manager: ocp.CheckpointManager, directory: str,
 def config_differences(stored: SACConfig, requested: SACConfig,
                        stored_env: dict[str, Any] | None = None) -> list[str]:
     """Lines "field: stored X, requested Y" for each difference that changes the state's
-    arrays (STRUCTURAL_FIELDS, the backend, obs and action shapes, gradient clipping on
-    or off). Fields such as total_env_steps or learning rates may differ."""
+    arrays (STRUCTURAL_FIELDS, the backend, obs and action shapes, the number of data
+    shards (None counts as 1), gradient clipping on or off). Fields such as
+    total_env_steps or learning rates may differ."""
     out = []
     stored_env = stored_env or _env_meta(stored)
     requested_env = _env_meta(requested)
@@ -341,6 +342,9 @@ def config_differences(stored: SACConfig, requested: SACConfig,
         a, b = getattr(stored, name), getattr(requested, name)
         if a != b:
             out.append(f"{name}: stored {a!r}, requested {b!r}")
+    if stored.num_data_shards != requested.num_data_shards:
+        out.append(f"data_shards: stored {stored.data_shards!r}, requested "
+                   f"{requested.data_shards!r} (the replay buffer has one part per shard)")
     if (stored.grad_clip is None) != (requested.grad_clip is None):
         out.append(f"grad_clip: stored {stored.grad_clip!r}, requested {requested.grad_clip!r}"
                    " (on/off changes the optimizer state)")

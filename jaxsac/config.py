@@ -44,6 +44,10 @@ class SACConfig:
     """Multi-agent envs: "independent" gives every agent its own module (parameters, α,
     optimizers, replay buffer, vmapped over a module axis); "shared" trains one module
     on all agents' steps (agents are extra env columns of one buffer)."""
+    data_shards: int | None = None
+    """Logical data shards S: each owns num_envs/S envs and a replay buffer of
+    buffer_capacity/S steps, and gives batch_size/S samples to every gradient step
+    (jaxsac.sharding). None: the size of the device mesh's "data" axis (1 on one device)."""
     vectorization: Literal["sync", "async"] = "sync"
     """Gymnasium vector env: one process ("sync") or one process per env ("async")."""
     seed: int = 0
@@ -134,6 +138,11 @@ class SACConfig:
             if isinstance(value, list):  # from JSON or a CLI
                 object.__setattr__(self, name, tuple(value))
         _validate(self)
+
+    @property
+    def num_data_shards(self) -> int:
+        """S: `data_shards`, or 1 while it is None (not yet set from a mesh)."""
+        return 1 if self.data_shards is None else self.data_shards
 
     @property
     def n_step_range(self) -> tuple[int, int]:
@@ -230,6 +239,12 @@ def _validate(c: SACConfig) -> None:
         _check_int(c, name, 0)
     for name in ("log_every", "eval_episodes", "max_to_keep", "host_block_steps"):
         _check_int(c, name, 1)
+    if c.data_shards is not None:
+        _check_int(c, "data_shards", 1)
+        for name in ("num_envs", "batch_size"):
+            if getattr(c, name) % c.data_shards:
+                _fail(name, getattr(c, name),
+                      f"a multiple of data_shards={c.data_shards} (each shard gets an equal part)")
     _check_int(c, "buffer_capacity", c.num_envs)
     if c.buffer_capacity % c.num_envs:
         _fail("buffer_capacity", c.buffer_capacity,

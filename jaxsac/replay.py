@@ -50,6 +50,7 @@ __all__ = [
     "ReplayState",
     "Step",
     "episode_buffer",
+    "scheduled_beta",
 ]
 
 TREE_ARITY = 16
@@ -406,6 +407,18 @@ def _uniform_starts(state: ReplayState, words: jax.Array, key: jax.Array,
 # --------------------------------------------------------------------------- the factory
 
 
+def scheduled_beta(priority_updates: jax.Array, beta: float, beta_final: float | None,
+                   beta_steps: int) -> jax.Array:
+    """The importance-sampling exponent [] float32 after `priority_updates` updates:
+    `beta`, or moving linearly to `beta_final` over `beta_steps` updates, then staying."""
+    if beta_final is None:
+        return jnp.float32(beta)
+    if beta_steps == 0:
+        return jnp.float32(beta_final)
+    progress = jnp.minimum(priority_updates.astype(jnp.float32) / beta_steps, 1.0)
+    return jnp.float32(beta) + (jnp.float32(beta_final) - jnp.float32(beta)) * progress
+
+
 def episode_buffer(
     capacity: int,
     num_envs: int,
@@ -522,12 +535,7 @@ def episode_buffer(
         return state
 
     def current_beta(state: ReplayState) -> jax.Array:
-        if beta_final is None:
-            return jnp.float32(beta)
-        if beta_steps == 0:
-            return jnp.float32(beta_final)
-        progress = jnp.minimum(state.priority_updates.astype(jnp.float32) / beta_steps, 1.0)
-        return jnp.float32(beta) + (jnp.float32(beta_final) - jnp.float32(beta)) * progress
+        return scheduled_beta(state.priority_updates, beta, beta_final, beta_steps)
 
     def sample(state: ReplayState, key: jax.Array) -> Batch:
         """A batch of B n-step transitions (with replacement).

@@ -1,0 +1,196 @@
+"""Data-parallel training over a device mesh: logical data shards and their placement.
+
+A run has a *logical* number of data shards S (`SACConfig.data_shards`; by default the
+size of the mesh's "data" axis). Shard s owns the envs s·E/S .. (s+1)·E/S − 1 and a
+replay buffer of its own (capacity C/S, those envs' rows). Each gradient step draws
+B/S samples from every shard, shard s with key `fold_in(key, s)`, and concatenates
+them, shard by shard, into the global batch of B; the one learner update runs on it.
+The computation is defined by S alone: where the shards live only changes which device
+computes what. So a 1-device run with `data_shards=4` and a 4-device run compute the
+same global batches (their parameters agree to float32 rounding: the gradient sums are
+reduced in a different order), and a checkpoint of S shards restores onto any device
+count that divides S.
+
+Placement (`Placement.constrain`): the shard axis of the buffer and the env axis of the
+runner state go on the mesh's "data" axis with `NamedSharding`; learner parameters and
+optimizer states are replicated. jit's SPMD partitioner then keeps env steps, buffer
+adds and sampling on the device that holds the shard, and, because the batch axis is
+sharded while the parameters are replicated, computes each device's part of the losses
+locally and all-reduces the gradients (see docs/scaling.md).
+
+With S = 1 no shard axis exists and nothing is placed: the program is the same as
+without this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from jaxsac.config import SACConfig
+from jaxsac.replay import ReplayBuffer, ReplayState, _tree_root
+from jaxsac.types import Batch, Step
+
+DATA_AXIS = "data"
+"""Name of the mesh axis the data shards are spread over."""
+
+__all__ = ["DATA_AXIS", "Placement", "make_mesh", "placement", "resolve", "sharded_buffer",
+           "shard_weight_scale"]
+
+
+# --- meshes and the number of shards --------------------------------------------------
+
+
+def make_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
+    """A one-axis mesh ("data") over `devices` (default: `jax.devices()`, the devices of
+    every process of a multi-host run)."""
+    devices = list(jax.devices() if devices is None else devices)
+    if not devices:
+        raise ValueError("make_mesh: devices=[] is invalid: must name at least one device")
+    return Mesh(devices, (DATA_AXIS,))
+
+
+def check_mesh(mesh: Any, caller: str) -> Mesh:
+    """`mesh` itself, or the default mesh when None; an error naming it otherwise."""
+    if mesh is None:
+        return make_mesh()
+    if not isinstance(mesh, Mesh) or DATA_AXIS not in mesh.shape:
+        raise ValueError(f"{caller}: mesh={mesh!r} is invalid: must be a jax.sharding.Mesh "
+                         f"with a {DATA_AXIS!r} axis (e.g. jaxsac.sharding.make_mesh())")
+    return mesh
+
+
+def data_axis_size(mesh: Mesh) -> int:
+    return int(mesh.shape[DATA_AXIS])
+
+
+def resolve(config: SACConfig, mesh: Mesh, caller: str) -> SACConfig:
+    """`config` with `data_shards` set from the mesh when it is None (left None on a
+    one-device mesh, where it means 1), checked against the mesh: each device must hold
+    a whole number of shards."""
+    devices = data_axis_size(mesh)
+    if config.data_shards is None and devices > 1:
+        for name in ("num_envs", "batch_size"):
+            if getattr(config, name) % devices:
+                raise ValueError(
+                    f"{caller}: SACConfig.{name}={getattr(config, name)} is invalid: the mesh's "
+                    f"{DATA_AXIS!r} axis has {devices} devices, so data_shards defaults to "
+                    f"{devices} and {name} must be a multiple of {devices} (or pass a smaller "
+                    "mesh)")
+        config = config.replace(data_shards=devices)
+    if config.num_data_shards % devices:
+        raise ValueError(
+            f"{caller}: SACConfig.data_shards={config.data_shards} is invalid for a mesh whose "
+            f"{DATA_AXIS!r} axis has {devices} devices: must be a multiple of {devices}")
+    return config
+
+
+# --- a buffer of S shards -------------------------------------------------------------
+
+
+def _split(x: jax.Array, num_shards: int) -> jax.Array:
+    """[N, ...] -> [S, N/S, ...], shard s holding rows s·N/S .. (s+1)·N/S − 1."""
+    return x.reshape(num_shards, x.shape[0] // num_shards, *x.shape[1:])
+
+
+def _merge(x: jax.Array) -> jax.Array:
+    """[S, N/S, ...] -> [N, ...], the inverse of `_split`."""
+    return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
+
+
+def shard_weight_scale(state: ReplayState, beta: jax.Array) -> jax.Array:
+    """[S] factors turning each shard's importance weights into global ones.
+
+    Shard s draws B/S samples, so row t of shard s is drawn with probability
+    P(t) = p_t^α / (S · Σ_s), Σ_s the sum of p^α over the shard. Within the shard the
+    buffer normalises by the shard's smallest probability; the global weight
+    w_t = (P(t) / min_j P(j))^−β normalises by the smallest over all shards, which is
+    the shard weight times ((m_s/Σ_s) / min_s'(m_s'/Σ_s'))^−β, m_s the shard's smallest
+    p^α. Shards without valid rows (no mass) do not take part in the minimum.
+    state: a ReplayState with leading shard axis S; beta: [S] (equal entries).
+    """
+    total = jax.vmap(lambda sums: _tree_root(sums, jnp.sum))(state.priority_sums)
+    smallest = jax.vmap(lambda mins: _tree_root(mins, jnp.min))(state.priority_mins)
+    log_ratio = jnp.where(state.num_valid > 0, jnp.log(smallest) - jnp.log(total), jnp.inf)
+    return jnp.exp(-beta * (log_ratio - jnp.min(log_ratio)))
+
+
+def sharded_buffer(shard: ReplayBuffer, num_shards: int,
+                   beta: Callable[[ReplayState], jax.Array] | None = None) -> ReplayBuffer:
+    """A buffer of `num_shards` (S) independent shards behind the ReplayBuffer interface.
+
+    shard: the buffer of one shard (built for E/S envs, capacity C/S, batch B/S).
+    beta: for prioritized shards, state of one shard -> its importance exponent β;
+        None for uniform sampling.
+
+    The state is `shard`'s ReplayState with a leading axis S on every leaf.
+      add(state, step): step leaves [E, ...]; envs s·E/S .. (s+1)·E/S − 1 go to shard s.
+      sample(state, key): Batch [B], samples b·B/S .. (b+1)·B/S − 1 from shard b, drawn
+        with `fold_in(key, b)`; `indices` are rows within the sample's shard. Prioritized:
+        weights normalised over all shards (`shard_weight_scale`).
+      update_priorities(state, indices [B], td_error [B]): a batch's indices, in its order.
+      can_sample(state): every shard holds a valid start row.
+    """
+
+    def init(example_step: Step) -> ReplayState:
+        one = shard.init(example_step)
+        return jax.tree.map(lambda x: jnp.broadcast_to(x, (num_shards, *x.shape)), one)
+
+    def add(state: ReplayState, step: Step) -> ReplayState:
+        return jax.vmap(shard.add)(state, jax.tree.map(lambda x: _split(x, num_shards), step))
+
+    def sample(state: ReplayState, key: jax.Array) -> Batch:
+        keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(jnp.arange(num_shards))
+        batch = jax.vmap(shard.sample)(state, keys)  # leaves [S, B/S, ...]
+        if beta is not None:
+            scale = shard_weight_scale(state, jax.vmap(beta)(state))
+            batch = batch._replace(weights=batch.weights * scale[:, None])
+        return jax.tree.map(_merge, batch)
+
+    def update_priorities(state: ReplayState, indices: jax.Array,
+                          td_error: jax.Array) -> ReplayState:
+        return jax.vmap(shard.update_priorities)(state, _split(indices, num_shards),
+                                                 _split(td_error, num_shards))
+
+    def can_sample(state: ReplayState) -> jax.Array:
+        return jnp.all(jax.vmap(shard.can_sample)(state))
+
+    return ReplayBuffer(init, add, sample, update_priorities, can_sample)
+
+
+# --- placement on the mesh ------------------------------------------------------------
+
+
+class Placement(NamedTuple):
+    """Where a TrainState's arrays live on `mesh` (see the module docstring)."""
+
+    mesh: Mesh
+
+    def spread(self, tree: Any) -> Any:
+        """Every leaf's leading axis (shards or envs) on the data axis."""
+        sharding = NamedSharding(self.mesh, PartitionSpec(DATA_AXIS))
+        return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, sharding), tree)
+
+    def replicate(self, tree: Any) -> Any:
+        sharding = NamedSharding(self.mesh, PartitionSpec())
+        return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, sharding), tree)
+
+    def constrain(self, state: Any) -> Any:
+        """The TrainState with its learner replicated, its buffer's shard axis and its
+        runner's env axis on the data axis, and its observation statistics replicated.
+        Inside `vmap` (seeds) the vmapped axis stays unsharded."""
+        runner = state.runner
+        if runner is not None:
+            obs_norm = self.replicate(runner.obs_norm)
+            runner = self.spread(runner.replace(obs_norm=None)).replace(obs_norm=obs_norm)
+        return state.replace(learner=self.replicate(state.learner),
+                             buffer=self.spread(state.buffer), runner=runner)
+
+
+def placement(mesh: Mesh) -> Placement | None:
+    """The placement on `mesh`, or None on a single device (nothing to place)."""
+    return None if mesh.devices.size == 1 else Placement(mesh)
