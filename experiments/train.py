@@ -6,6 +6,8 @@
 
 `--tuned ENV_ID` starts from that tuned example; other flags override its values.
 `--num-seeds N` trains N seeds vmapped in one program (JAX envs).
+`--distributed` starts JAX's distributed runtime first (every host runs the same
+command; see docs/scaling.md); the data shards then spread over the devices of all hosts.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ class Args:
     """Seeds trained together (vmapped in one program for JAX envs)."""
     progress: bool = True
     """Show a progress bar."""
+    distributed: bool = False
+    """Multi-host: call jax.distributed.initialize() (JAX_COORDINATOR_ADDRESS,
+    JAX_NUM_PROCESSES, JAX_PROCESS_ID, or SLURM / Open MPI / Cloud TPU detection)."""
 
 
 def parse(argv: list[str]) -> Args:
@@ -49,6 +54,8 @@ def parse(argv: list[str]) -> Args:
 
 def main(argv: list[str] | None = None) -> jaxsac.TrainResult:
     args = parse(sys.argv[1:] if argv is None else argv)
+    if args.distributed:
+        jaxsac.distributed.initialize()
     config = args.config
     print(f"jaxsac: training {config.env_id} for {config.total_env_steps} env steps"
           f" x {args.num_seeds} seed(s)")

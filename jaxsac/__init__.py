@@ -5,7 +5,16 @@
     train_fn = jaxsac.make_train(config)               # JAX envs: key -> (TrainState, metrics)
 """
 
-from jaxsac import connectors, envs, learner, multi_agent, networks, replay
+from jaxsac import (
+    connectors,
+    distributed,
+    envs,
+    learner,
+    multi_agent,
+    networks,
+    replay,
+    sharding,
+)
 from jaxsac.algorithm import (
     TrainResult,
     TrainState,
@@ -28,6 +37,7 @@ __all__ = [
     "TrainResult",
     "TrainState",
     "connectors",
+    "distributed",
     "envs",
     "evaluate",
     "learner",
@@ -37,6 +47,7 @@ __all__ = [
     "multi_agent",
     "networks",
     "replay",
+    "sharding",
     "train",
     "training_step",
     "tuned",

@@ -656,8 +656,9 @@ def run_host_periods(config: SACConfig, state: TrainState,
     checkpoints = Checkpoints(config, runner)
     state = checkpoints.resume(state)
     start = int(np.max(jax.device_get(state.iteration))) * config.num_envs // config.log_every
-    logger = RunLogger(config.log_dir, config.total_env_steps, num_seeds, progress,
-                       start_env_steps=start * config.log_every)
+    first = jax.process_index() == 0  # on several hosts only the first one logs
+    logger = RunLogger(config.log_dir if first else None, config.total_env_steps, num_seeds,
+                       progress and first, start_env_steps=start * config.log_every)
     rows = []
     try:
         for chunk_start, chunk_stop in log_chunks(config, start, fused_periods):

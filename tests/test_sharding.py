@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import jaxsac
-from jaxsac import checkpoint, sharding
+from jaxsac import checkpoint, distributed, sharding
 from jaxsac.replay import Step, episode_buffer, scheduled_beta
 
 TESTS = Path(__file__).resolve().parent
@@ -215,3 +215,20 @@ def test_the_gymnasium_loop_rejects_several_shards_and_bad_meshes():
         jaxsac.train(config, progress=False)
     with pytest.raises(ValueError, match="mesh=.*'data' axis"):
         jaxsac.make_train(jaxsac.SACConfig(), mesh="cpu")
+
+
+# --- multi-host settings --------------------------------------------------------------
+
+
+def test_explicit_distributed_settings_are_read_and_checked():
+    assert distributed.explicit_settings({}) is None
+    environ = {"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234", "JAX_NUM_PROCESSES": "4",
+               "JAX_PROCESS_ID": "3"}
+    assert distributed.explicit_settings(environ) == {
+        "coordinator_address": "10.0.0.1:1234", "num_processes": 4, "process_id": 3}
+    with pytest.raises(ValueError, match="JAX_PROCESS_ID missing"):
+        distributed.explicit_settings({k: v for k, v in environ.items() if k != "JAX_PROCESS_ID"})
+    with pytest.raises(ValueError, match="JAX_PROCESS_ID=4 .* below JAX_NUM_PROCESSES=4"):
+        distributed.explicit_settings({**environ, "JAX_PROCESS_ID": "4"})
+    with pytest.raises(ValueError, match="JAX_NUM_PROCESSES='two'"):
+        distributed.explicit_settings({**environ, "JAX_NUM_PROCESSES": "two"})
