@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -96,12 +97,31 @@ def test_four_devices_train_prioritized_n_step_like_one_device(jax_cache):
     assert_spread_over_devices(out["shardings"], ["data"])
 
 
-def test_a_four_device_checkpoint_restores_onto_one_device_and_continues(tmp_path, jax_cache):
-    full = tmp_path / "full"
+@pytest.fixture(scope="module")
+def four_device_run(tmp_path_factory, jax_cache):
+    """A 600-step run on 4 devices in one process, checkpoints every 200 steps."""
+    directory = tmp_path_factory.mktemp("four") / "checkpoints"
     config = jaxsac.SACConfig(**{**TINY, "data_shards": None, "total_env_steps": 600},
-                              checkpoint_dir=str(full), checkpoint_every=200, max_to_keep=5)
+                              checkpoint_dir=str(directory), checkpoint_every=200,
+                              max_to_keep=5)
     [out] = run_child(jax_cache, DEVICES, "checkpoint_child.py", "train", config.to_json())
     assert out["env_steps"] == [200, 400, 600]
+    return config, directory
+
+
+def learner_leaves(state) -> list:
+    learner = state.learner
+    return jax.tree.leaves((learner.actor_params, learner.critic_params, learner.log_alpha))
+
+
+def assert_same_learner(got, expected) -> None:
+    for a, b in zip(learner_leaves(got), learner_leaves(expected), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=TOLERANCE)
+
+
+def test_a_four_device_checkpoint_restores_onto_one_device_and_continues(
+        four_device_run, tmp_path, jax_cache):
+    config, full = four_device_run
     stored, stored_config = checkpoint.restore(full, 400)
     assert stored_config.data_shards == DEVICES  # set from the 4-device mesh
     assert stored.buffer.obs.shape == (DEVICES, 500, 3)  # restored here, on one device
@@ -117,15 +137,54 @@ def test_a_four_device_checkpoint_restores_onto_one_device_and_continues(tmp_pat
     expected, _ = checkpoint.restore(full, 600)
     got, _ = checkpoint.restore(resumed, 600)
     assert int(got.iteration) == int(expected.iteration) == 150
-    learner = lambda s: jax.tree.leaves((s.learner.actor_params, s.learner.critic_params,
-                                         s.learner.log_alpha))
-    for a, b in zip(learner(got), learner(expected), strict=True):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=TOLERANCE)
+    assert_same_learner(got, expected)
     np.testing.assert_allclose(np.asarray(got.buffer.obs), np.asarray(expected.buffer.obs),
                                rtol=0, atol=1e-4)
     before = checkpoint.restore(full, 400)[0].learner.actor_params
     assert not all(np.array_equal(a, b) for a, b in zip(
         jax.tree.leaves(before), jax.tree.leaves(got.learner.actor_params), strict=True))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_of_two_devices_train_like_four_devices_in_one(four_device_run,
+                                                                     tmp_path):
+    config, single_process = four_device_run
+    directory = tmp_path / "checkpoints"
+    config = config.replace(checkpoint_dir=str(directory))
+    address = f"localhost:{free_port()}"
+    procs = []
+    for process in range(2):
+        env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COORDINATOR_ADDRESS": address,
+               "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": str(process),
+               "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        procs.append(subprocess.Popen(
+            [sys.executable, str(TESTS / "multihost_child.py"), config.to_json()], env=env,
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = []
+    try:
+        for proc in procs:
+            stdout, stderr = proc.communicate(timeout=600)
+            assert proc.returncode == 0, stderr[-3000:]
+            outputs.append(json.loads(stdout.strip().splitlines()[-1]))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    for process, out in enumerate(outputs):
+        assert (out["process"], out["devices"], out["local_devices"]) == (process, 4, 2)
+        assert out["env_steps"] == [200, 400, 600] and out["grad_steps"] == [104, 304, 504]
+    # Every process took part in each save; the steps hold the whole sharded state.
+    assert checkpoint.latest_step(directory) == 600
+    got, stored_config = checkpoint.restore(directory, 600)
+    expected, _ = checkpoint.restore(single_process, 600)
+    assert stored_config.data_shards == DEVICES and got.buffer.obs.shape == (DEVICES, 500, 3)
+    assert_same_learner(got, expected)
 
 
 # --- the sharded buffer, on one device ------------------------------------------------
