@@ -32,7 +32,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxsac.config import SACConfig
-from jaxsac.replay import ReplayBuffer, ReplayState, _tree_root
+from jaxsac.replay import ReplayBuffer, ReplayState
 from jaxsac.types import Batch, Step
 
 DATA_AXIS = "data"
@@ -110,13 +110,15 @@ def shard_weight_scale(state: ReplayState, beta: jax.Array) -> jax.Array:
     buffer normalises by the shard's smallest probability; the global weight
     w_t = (P(t) / min_j P(j))^−β normalises by the smallest over all shards, which is
     the shard weight times ((m_s/Σ_s) / min_s'(m_s'/Σ_s'))^−β, m_s the shard's smallest
-    p^α. Shards without valid rows (no mass) do not take part in the minimum.
+    p^α. Shards without valid rows (no mass) take no part in the minimum, and get 0
+    (their samples are arbitrary, as from an empty buffer).
     state: a ReplayState with leading shard axis S; beta: [S] (equal entries).
     """
-    total = jax.vmap(lambda sums: _tree_root(sums, jnp.sum))(state.priority_sums)
-    smallest = jax.vmap(lambda mins: _tree_root(mins, jnp.min))(state.priority_mins)
-    log_ratio = jnp.where(state.num_valid > 0, jnp.log(smallest) - jnp.log(total), jnp.inf)
-    return jnp.exp(-beta * (log_ratio - jnp.min(log_ratio)))
+    total = jnp.sum(state.priority_sums[-1][:, 0], axis=-1)  # the roots' children: [S, arity]
+    smallest = jnp.min(state.priority_mins[-1][:, 0], axis=-1)
+    valid = state.num_valid > 0
+    log_ratio = jnp.where(valid, jnp.log(smallest) - jnp.log(total), jnp.inf)
+    return jnp.where(valid, jnp.exp(-beta * (log_ratio - jnp.min(log_ratio))), 0.0)
 
 
 def sharded_buffer(shard: ReplayBuffer, num_shards: int,

@@ -291,3 +291,17 @@ def test_explicit_distributed_settings_are_read_and_checked():
         distributed.explicit_settings({**environ, "JAX_PROCESS_ID": "4"})
     with pytest.raises(ValueError, match="JAX_NUM_PROCESSES='two'"):
         distributed.explicit_settings({**environ, "JAX_NUM_PROCESSES": "two"})
+
+
+def test_weights_stay_finite_while_a_shard_is_empty():
+    shard = episode_buffer(32, 2, 4, prioritized=True, beta=0.0)
+    buffer = sharding.sharded_buffer(shard, 2, lambda s: jnp.float32(0.0))
+    state = buffer.init(Step(jnp.zeros(2), jnp.zeros(1), jnp.zeros(()), jnp.zeros((), bool),
+                             jnp.zeros((), bool), jnp.zeros(2)))
+    one_shard = jax.tree.map(lambda x: x[:1], state)
+    one_shard = jax.vmap(shard.add)(one_shard, jax.tree.map(lambda x: x[None],
+                                                            env_steps(2, 0)))
+    state = jax.tree.map(lambda x, y: x.at[:1].set(y), state, one_shard)
+    assert not bool(buffer.can_sample(state))
+    weights = np.asarray(buffer.sample(state, jax.random.key(0)).weights)
+    np.testing.assert_array_equal(weights, [1, 1, 1, 1, 0, 0, 0, 0])
