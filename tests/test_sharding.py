@@ -23,7 +23,7 @@ import pytest
 
 import jaxsac
 from jaxsac import checkpoint, distributed, sharding
-from jaxsac.replay import Step, episode_buffer, scheduled_beta
+from jaxsac.replay import ReplayBuffer, Step, episode_buffer, scheduled_beta
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -202,14 +202,19 @@ def env_steps(num_envs: int, t: int) -> Step:
     return Step(obs, jnp.zeros((num_envs, 1)), jnp.ones(num_envs), no, no, obs + NEXT)
 
 
+def jitted(buffer: ReplayBuffer) -> ReplayBuffer:
+    """The buffer's functions jitted (init eagerly: it takes a Step of Python shapes)."""
+    return ReplayBuffer(buffer.init, *(jax.jit(f) for f in buffer[1:]))
+
+
 def filled_buffer(prioritized: bool, num_shards=2, num_envs=4, capacity=64, batch_size=8,
                   alpha=0.7, beta=0.5):
     shard = episode_buffer(capacity // num_shards, num_envs // num_shards,
                            batch_size // num_shards, prioritized=prioritized, alpha=alpha,
                            beta=beta)
-    buffer = sharding.sharded_buffer(
+    buffer = jitted(sharding.sharded_buffer(
         shard, num_shards,
-        (lambda s: scheduled_beta(s.priority_updates, beta, None, 0)) if prioritized else None)
+        (lambda s: scheduled_beta(s.priority_updates, beta, None, 0)) if prioritized else None))
     zero = Step(jnp.zeros(2), jnp.zeros(1), jnp.zeros(()), jnp.zeros((), bool),
                 jnp.zeros((), bool), jnp.zeros(2))
     state = buffer.init(zero)
@@ -295,7 +300,7 @@ def test_explicit_distributed_settings_are_read_and_checked():
 
 def test_weights_stay_finite_while_a_shard_is_empty():
     shard = episode_buffer(32, 2, 4, prioritized=True, beta=0.0)
-    buffer = sharding.sharded_buffer(shard, 2, lambda s: jnp.float32(0.0))
+    buffer = jitted(sharding.sharded_buffer(shard, 2, lambda s: jnp.float32(0.0)))
     state = buffer.init(Step(jnp.zeros(2), jnp.zeros(1), jnp.zeros(()), jnp.zeros((), bool),
                              jnp.zeros((), bool), jnp.zeros(2)))
     one_shard = jax.tree.map(lambda x: x[:1], state)
