@@ -3,11 +3,11 @@
     .venv/bin/python -m experiments.benchmarks.bench_scaling [--devices 1 2 4] [--periods 3]
     .venv/bin/python -m experiments.benchmarks.bench_scaling --platform gpu --devices 1
 
-Pendulum-v1, 256×256 networks, global batch 256, 4 envs, one gradient step per env
-step, 4 data shards on every device count (so every run computes the same global
-batches; each device holds 4 / devices shards). Each device count runs in its own
-process; on the CPU the devices are forced host devices
-(XLA_FLAGS=--xla_force_host_platform_device_count=N), which share the machine's cores.
+Pendulum-v1, 256×256 networks, global batch 256, 4 envs (one per shard beyond 4), one
+gradient step per env step, 4 data shards (`--shards`) on every device count (so every
+run computes the same global batches; each device holds shards / devices of them).
+Each device count runs in its own process; on the CPU the devices are forced host
+devices (XLA_FLAGS=--xla_force_host_platform_device_count=N), which share the cores.
 Reported per device count: compile time of the steady period program, env steps/s
 (= gradient steps/s) over the timed periods, and the collectives XLA put into that
 program with the bytes each moves (from the compiled HLO).
@@ -36,8 +36,8 @@ def bench_config(num_shards: int):
 
     return jaxsac.SACConfig(env_id="Pendulum-v1", learning_starts=1_000, log_every=1_000,
                             total_env_steps=100_000, batch_size=256, hidden_sizes=(256, 256),
-                            utd_ratio=1.0, buffer_capacity=100_000, num_envs=4,
-                            data_shards=num_shards)
+                            utd_ratio=1.0, buffer_capacity=100_000,
+                            num_envs=max(4, num_shards), data_shards=num_shards)
 
 
 def collectives(hlo: str) -> dict[str, dict[str, int]]:
