@@ -7,7 +7,8 @@
 `--tuned ENV_ID` starts from that tuned example; other flags override its values.
 `--num-seeds N` trains N seeds vmapped in one program (JAX envs).
 `--distributed` starts JAX's distributed runtime first (every host runs the same
-command; see docs/scaling.md); the data shards then spread over the devices of all hosts.
+command; see docs/scaling.md), as do JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and
+JAX_PROCESS_ID when set; the data shards then spread over the devices of all hosts.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ class Args:
     """Show a progress bar."""
     distributed: bool = False
     """Multi-host: call jax.distributed.initialize() (JAX_COORDINATOR_ADDRESS,
-    JAX_NUM_PROCESSES, JAX_PROCESS_ID, or SLURM / Open MPI / Cloud TPU detection)."""
+    JAX_NUM_PROCESSES, JAX_PROCESS_ID, or SLURM / Open MPI / Cloud TPU detection).
+    Implied when those three variables are set."""
 
 
 def parse(argv: list[str]) -> Args:
@@ -54,7 +56,7 @@ def parse(argv: list[str]) -> Args:
 
 def main(argv: list[str] | None = None) -> jaxsac.TrainResult:
     args = parse(sys.argv[1:] if argv is None else argv)
-    if args.distributed:
+    if args.distributed or jaxsac.distributed.explicit_settings() is not None:
         jaxsac.distributed.initialize()
     config = args.config
     print(f"jaxsac: training {config.env_id} for {config.total_env_steps} env steps"
