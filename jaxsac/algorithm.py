@@ -465,7 +465,8 @@ def make_train(config: SACConfig, sweep: Sequence[str] = (),
     leading axis of log periods (`total_env_steps // log_every`).
 
     mesh: the devices to train on, a `jax.sharding.Mesh` with a "data" axis (default:
-    `jaxsac.sharding.make_mesh()`, all devices). On several devices the replay buffer's
+    `jaxsac.sharding.default_mesh(config)`: all devices when the config splits evenly
+    over them, else one device). On several devices the replay buffer's
     shards and the envs are spread over the data axis and the learner is replicated
     (jaxsac.sharding); `config.data_shards` defaults to the data axis's size.
     """
@@ -473,7 +474,7 @@ def make_train(config: SACConfig, sweep: Sequence[str] = (),
     if unknown:
         raise ValueError(f"make_train: sweep={tuple(sweep)!r} has {unknown}, which cannot be "
                          f"swept; allowed: {list(SWEEPABLE)}")
-    mesh = sharding.check_mesh(mesh, "make_train")
+    mesh = sharding.check_mesh(mesh, "make_train", config)
     config = sharding.resolve(config, mesh, "make_train")
     placement = sharding.placement(mesh)
     build_program(config)  # validates the config and env eagerly, outside any trace
@@ -561,14 +562,14 @@ def train(config: SACConfig, num_seeds: int = 1, progress: bool = True,
     `split(key(config.seed), num_seeds)` vmapped in one program. Gymnasium envs run a
     host loop (one seed) with the buffer on the device. Logs go to `config.log_dir`.
 
-    mesh: as for `make_train` (default: all devices) for JAX envs; the gymnasium loop
+    mesh: as for `make_train` for JAX envs; the gymnasium loop
     runs on one device, and a mesh of several devices or `data_shards > 1` is an error.
     """
     if not isinstance(num_seeds, int) or num_seeds < 1:
         raise ValueError(f"train: num_seeds={num_seeds!r} is invalid: must be an integer >= 1")
     validate_schedule(config)
     if uses_jax_env(config):
-        mesh = sharding.check_mesh(mesh, "train")
+        mesh = sharding.check_mesh(mesh, "train", config)
         config = sharding.resolve(config, mesh, "train")
         return _train_jax(config, num_seeds, progress, sharding.placement(mesh))
     if num_seeds != 1:
@@ -580,7 +581,7 @@ def train(config: SACConfig, num_seeds: int = 1, progress: bool = True,
 
 def check_one_device(config: SACConfig, mesh: jax.sharding.Mesh | None) -> None:
     """The gymnasium loop runs on one device with one data shard; errors otherwise."""
-    if mesh is not None and sharding.check_mesh(mesh, "train").devices.size > 1:
+    if mesh is not None and sharding.check_mesh(mesh, "train", config).devices.size > 1:
         raise ValueError(f"train: mesh of {mesh.devices.size} devices is invalid for "
                          f"{config.env_id!r} on the gymnasium backend: the host loop runs on "
                          "one device; pass mesh=None or a one-device mesh")

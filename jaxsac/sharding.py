@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jaxsac import envs
 from jaxsac.config import SACConfig
 from jaxsac.replay import ReplayBuffer, ReplayState
 from jaxsac.types import Batch, Step
@@ -38,8 +39,8 @@ from jaxsac.types import Batch, Step
 DATA_AXIS = "data"
 """Name of the mesh axis the data shards are spread over."""
 
-__all__ = ["DATA_AXIS", "Placement", "make_mesh", "placement", "resolve", "sharded_buffer",
-           "shard_weight_scale"]
+__all__ = ["DATA_AXIS", "Placement", "default_mesh", "make_mesh", "placement", "resolve",
+           "sharded_buffer", "shard_weight_scale"]
 
 
 # --- meshes and the number of shards --------------------------------------------------
@@ -54,10 +55,26 @@ def make_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
     return Mesh(devices, (DATA_AXIS,))
 
 
-def check_mesh(mesh: Any, caller: str) -> Mesh:
-    """`mesh` itself, or the default mesh when None; an error naming it otherwise."""
+def default_mesh(config: SACConfig) -> Mesh:
+    """The mesh a run gets when it names none: every device when `config` splits evenly
+    over them (num_envs, batch_size and any data_shards divisible by the device count; a
+    single-agent env), else the first local device, so a config that cannot be split
+    still runs unchanged on a machine with several devices. A multi-host run always
+    gets every device (and `resolve` says what does not divide)."""
+    devices = jax.devices()
+    count = len(devices)
+    splits = (not envs.is_multi_agent(config.env_id)
+              and all(value % count == 0 for value in (config.num_envs, config.batch_size))
+              and (config.data_shards is None or config.data_shards % count == 0))
+    if splits or jax.process_count() > 1:
+        return make_mesh(devices)
+    return make_mesh(jax.local_devices()[:1])
+
+
+def check_mesh(mesh: Any, caller: str, config: SACConfig) -> Mesh:
+    """`mesh` itself, or `default_mesh(config)` when None; an error naming it otherwise."""
     if mesh is None:
-        return make_mesh()
+        return default_mesh(config)
     if not isinstance(mesh, Mesh) or DATA_AXIS not in mesh.shape:
         raise ValueError(f"{caller}: mesh={mesh!r} is invalid: must be a jax.sharding.Mesh "
                          f"with a {DATA_AXIS!r} axis (e.g. jaxsac.sharding.make_mesh())")

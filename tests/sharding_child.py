@@ -80,12 +80,13 @@ def initial_state(config, keys):
 def errors(config) -> list[str]:
     """The messages of the mesh checks for settings a mesh of all devices rejects."""
     import jaxsac
+    from jaxsac import sharding
 
     out = []
     for bad in (config.replace(data_shards=None, num_envs=2, batch_size=32),
                 config.replace(data_shards=2, num_envs=2, batch_size=32)):
         try:
-            jaxsac.make_train(bad)
+            jaxsac.make_train(bad, mesh=sharding.make_mesh())
         except ValueError as e:
             out.append(str(e))
     return out
@@ -121,6 +122,12 @@ def main(argv: list[str]) -> None:
         "shardings": shardings(spread),
         "single_device_shardings": shardings(single),
         "errors": errors(config),
+        # Devices of the default mesh: this config, one whose envs do not divide, and a
+        # multi-agent one.
+        "default_mesh_devices": [
+            sharding.default_mesh(c).devices.size
+            for c in (config, config.replace(data_shards=None, num_envs=2, batch_size=32),
+                      jaxsac.tuned("MultiAgentPendulum-v1"))],
     }), flush=True)
 
 

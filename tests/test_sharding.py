@@ -84,6 +84,7 @@ def test_four_devices_train_the_parameters_of_one_device_with_vmapped_seeds(jax_
     defaulted, too_few = out["errors"]
     assert "num_envs=2" in defaulted and "data_shards defaults to 4" in defaulted
     assert "data_shards=2" in too_few and "multiple of 4" in too_few
+    assert out["default_mesh_devices"] == [DEVICES, 1, 1]
 
 
 def test_four_devices_train_prioritized_n_step_like_one_device(jax_cache):
