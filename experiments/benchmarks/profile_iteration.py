@@ -15,16 +15,20 @@ the peers' comparison settings. Every piece runs as a jitted `lax.scan` of
 - random: the iteration's key derivations alone (`iteration_keys` and the splits).
 
 The rest (iteration − collect − sample + update) is what joining them costs. Also the
-compile time of the steady log-period program with 1, 8 and 32 gradient steps per
-iteration (`--compile-utd`): the steps are a `lax.scan`, so it should stay flat.
+XLA operations in the compiled loop body of an iteration and of an update (each fusion,
+copy, dot or nested loop is one step the CPU runtime dispatches), and the compile time
+of the steady log-period program with 1, 8 and 32 gradient steps per iteration
+(`--compile-utd`): the steps are a `lax.scan`, so it should stay flat.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import platform
+import re
 import time
 
 import jax
@@ -68,6 +72,27 @@ def state_after(config: jaxsac.SACConfig, periods: int):
     for period in range(periods):
         state, _ = jax.jit(lambda s, p=period: run_period(program, s, p))(state)
     return program, state
+
+
+def loop_body_ops(compiled_text: str) -> dict[str, int]:
+    """Operations of the largest `while` body in XLA's optimized HLO, by kind."""
+    bodies: dict[str, list[str]] = {}
+    current = None
+    for line in compiled_text.splitlines():
+        header = re.match(r"^(?:ENTRY )?(%[\w.\-]+) .*\{$", line)
+        if header:
+            current = header.group(1)
+            bodies[current] = []
+        elif line.startswith("}"):
+            current = None
+        elif current and " = " in line:
+            bodies[current].append(line)
+    names = re.findall(r"body=(%[\w.\-]+)", compiled_text)
+    largest = max((bodies[name] for name in names), key=len)
+    kinds = collections.Counter(
+        m.group(1) for m in (re.search(r"= (?:\([^)]*\)|\S+) ([\w-]+)\(", op) for op in largest)
+        if m)
+    return {"total": len(largest), "while": kinds["while"], **dict(kinds.most_common(6))}
 
 
 def compile_seconds(config: jaxsac.SACConfig) -> float:
@@ -114,6 +139,8 @@ def main() -> None:
     }
     micros = {name: 1e6 * best_seconds(fn, state, repeats=repeats) / n
               for name, fn in pieces.items()}
+    ops = {name: loop_body_ops(pieces[name].lower(state).compile().as_text())
+           for name in ("iteration", "update")}
     micros["joining"] = micros["iteration"] - micros["collect"] - micros["sample + update"]
     compile_s = {utd: round(compile_seconds(config_for(utd_ratio=float(utd))), 2)
                  for utd in args.compile_utd}
@@ -124,6 +151,7 @@ def main() -> None:
         "iterations": n,
         "microseconds_per_iteration": {k: round(v, 1) for k, v in micros.items()},
         "env_steps_per_s": round(1e6 / micros["iteration"], 1),
+        "loop_body_operations": ops,
         "compile_s_by_gradient_steps_per_iteration": compile_s,
     }, indent=2))
 
