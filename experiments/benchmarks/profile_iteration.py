@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 
 import jaxsac
+from experiments.benchmarks.bench_update import best_time
 from jaxsac.algorithm import (
     Phase,
     build_program,
@@ -53,16 +54,6 @@ def config_for(**changes) -> jaxsac.SACConfig:
                     total_env_steps=100_000, batch_size=256, hidden_sizes=(256, 256),
                     utd_ratio=1.0, buffer_capacity=20_000)
     return jaxsac.SACConfig(**{**settings, **changes})
-
-
-def best_seconds(fn, *args, repeats: int) -> float:
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def state_after(config: jaxsac.SACConfig, periods: int):
@@ -137,7 +128,7 @@ def main() -> None:
             lambda acc, k: acc + jax.random.key_data(jax.random.split(
                 iteration_keys(k, s.iteration)[1], 2)).sum(), jnp.zeros((), jnp.uint32))),
     }
-    micros = {name: 1e6 * best_seconds(fn, state, repeats=repeats) / n
+    micros = {name: 1e6 * best_time(fn, state, repeats=repeats) / n
               for name, fn in pieces.items()}
     ops = {name: loop_body_ops(pieces[name].lower(state).compile().as_text())
            for name in ("iteration", "update")}
