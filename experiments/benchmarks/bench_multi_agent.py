@@ -15,12 +15,11 @@ import argparse
 import json
 import os
 import platform
-import time
 
 import jax
-import jax.numpy as jnp
 
 import jaxsac
+from experiments.benchmarks.bench_train import time_steady_periods
 from jaxsac.algorithm import build_program, init_state, run_period, run_steady_period
 from jaxsac.learner import Hyperparams
 
@@ -32,12 +31,6 @@ def bench_config(num_agents: int) -> jaxsac.SACConfig:
                             hidden_sizes=(256, 256), utd_ratio=1.0, buffer_capacity=100_000)
 
 
-def timed(fn, *args):
-    start = time.perf_counter()
-    out = jax.block_until_ready(fn(*args))
-    return out, time.perf_counter() - start
-
-
 def bench(num_agents: int, periods: int) -> dict:
     config = bench_config(num_agents)
     program = build_program(config)
@@ -45,12 +38,7 @@ def bench(num_agents: int, periods: int) -> dict:
         jax.random.key(0))
     state, _ = jax.jit(lambda s: run_period(program, s, 0))(state)  # warm-up period
     steady = jax.jit(lambda s, p: run_steady_period(program, s, p), donate_argnums=0)
-    (state, _), first = timed(steady, state, jnp.int32(1))
-    seconds = []
-    for period in range(2, 2 + periods):
-        (state, _), t = timed(steady, state, jnp.int32(period))
-        seconds.append(t)
-    per_period = sum(seconds) / len(seconds)
+    per_period, first = time_steady_periods(steady, state, periods)
     per_agent = config.log_every / per_period
     return {"agents": num_agents, "env_steps_per_s_per_agent": round(per_agent, 1),
             "env_steps_per_s_total": round(per_agent * num_agents, 1),

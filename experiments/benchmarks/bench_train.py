@@ -43,6 +43,17 @@ def timed(fn, *args):
     return out, time.perf_counter() - start
 
 
+def time_steady_periods(steady, state, periods: int) -> tuple[float, float]:
+    """(mean seconds of `periods` steady log periods, seconds of the first one, which
+    includes compiling) for `steady(state, period) -> (state, metrics)`, from period 1."""
+    (state, _), first = timed(steady, state, jnp.int32(1))
+    seconds = []
+    for period in range(2, 2 + periods):
+        (state, _), t = timed(steady, state, jnp.int32(period))
+        seconds.append(t)
+    return sum(seconds) / len(seconds), first
+
+
 def bench_jax(num_seeds: int, periods: int) -> dict:
     config = bench_config(backend="jax")
     program = build_program(config)
@@ -55,12 +66,7 @@ def bench_jax(num_seeds: int, periods: int) -> dict:
     state, _ = jax.jit(vm(lambda s: run_period(program, s, 0)))(state)  # warm-up period
     steady = jax.jit(vm(lambda s, p: run_steady_period(program, s, p), in_axes=(0, None)),
                      donate_argnums=0)
-    (state, _), first = timed(steady, state, jnp.int32(1))
-    seconds = []
-    for period in range(2, 2 + periods):
-        (state, _), t = timed(steady, state, jnp.int32(period))
-        seconds.append(t)
-    per_period = sum(seconds) / len(seconds)
+    per_period, first = time_steady_periods(steady, state, periods)
     return {"path": "jax", "seeds": num_seeds,
             "env_steps_per_s": round(num_seeds * config.log_every / per_period, 1),
             "env_steps_per_s_per_seed": round(config.log_every / per_period, 1),
