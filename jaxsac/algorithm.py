@@ -403,8 +403,19 @@ def first_steady_period(config: SACConfig) -> int:
     return -(-warmup_iterations(config) // iterations_per_period(config))
 
 
+def run_generator_key(key: jax.Array, impl: str) -> jax.Array:
+    """A key of the `jax.random` implementation `impl` drawn from `key` (any implementation,
+    typed or a raw uint32 key): the same `key` always gives the same result."""
+    words = jax.random.bits(key, (2,), jnp.uint32)  # the key data of both PRNG_IMPLS
+    return jax.random.wrap_key_data(words, impl=impl)
+
+
 def init_state(program: Program, key: jax.Array, hparams: Hyperparams) -> TrainState:
-    """The state before the first iteration (`runner` None for the gymnasium loop)."""
+    """The state before the first iteration (`runner` None for the gymnasium loop).
+
+    Every key of the run derives from `key`, re-keyed for `config.prng_impl`.
+    """
+    key = run_generator_key(key, program.config.prng_impl)
     learner_key, runner_key, run_key = jax.random.split(key, 3)
     return place(program, TrainState(
         learner=program.learner.init(learner_key, hparams),

@@ -17,6 +17,7 @@ ACTIVATIONS = ("relu", "tanh", "elu", "gelu", "silu", "leaky_relu")
 CRITIC_LOSSES = ("mse", "huber")
 VECTORIZATIONS = ("sync", "async")
 POLICY_MAPPINGS = ("independent", "shared")
+PRNG_IMPLS = ("philox4x32", "threefry2x32")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +53,11 @@ class SACConfig:
     """Gymnasium vector env: one process ("sync") or one process per env ("async")."""
     seed: int = 0
     """Root seed: the run's key is jax.random.key(seed)."""
+    prng_impl: Literal["philox4x32", "threefry2x32"] = "philox4x32"
+    """The run's random-number generator (a `jax.random` implementation); the key a run
+    starts from, of any implementation, is re-keyed for it. philox4x32 takes fewer
+    operations per draw on the CPU than threefry2x32 (jax's default), which XLA compiles
+    to a loop (docs/performance.md)."""
     total_env_steps: int = 100_000
     """Env steps of the whole run (a multiple of log_every)."""
     learning_starts: int = 1_500
@@ -232,6 +238,7 @@ def _validate(c: SACConfig) -> None:
     _check_choice(c, "activation", ACTIVATIONS)
     _check_choice(c, "critic_loss", CRITIC_LOSSES)
     _check_choice(c, "policy_mapping", POLICY_MAPPINGS)
+    _check_choice(c, "prng_impl", PRNG_IMPLS)
     for name in ("num_envs", "num_agents", "batch_size", "num_q", "target_network_update_freq"):
         _check_int(c, name, 1)
     for name in ("total_env_steps", "learning_starts", "max_env_restarts", "seed",

@@ -94,6 +94,22 @@ def test_same_config_and_key_give_the_same_bits():
     assert not leaves_equal(first[0].learner.actor_params, other[0].learner.actor_params)
 
 
+@pytest.mark.parametrize("impl", ["philox4x32", "threefry2x32"])
+def test_the_run_draws_from_its_configured_generator_whatever_the_key(impl):
+    config = jaxsac.SACConfig(**{**TINY, "total_env_steps": 200, "prng_impl": impl})
+    run = jax.jit(make_train(config))
+    typed, raw = run(jax.random.key(5)), run(jax.random.PRNGKey(5))
+    assert str(jax.random.key_impl(typed[0].key)) == impl
+    assert leaves_equal(typed, raw)  # a raw uint32 key and its typed twin start one run
+    # The run key holds the first two words the given key draws (jax.random.bits).
+    words = np.asarray(jax.random.bits(jax.random.key(5), (2,), jnp.uint32))
+    first_split = jax.random.split(jax.random.wrap_key_data(words, impl=impl), 3)
+    # init_state's three keys: learner, runner, and the run key that the state carries
+    # (it is the run key before the iterations, which derive theirs by fold_in).
+    np.testing.assert_array_equal(jax.random.key_data(typed[0].key),
+                                  jax.random.key_data(first_split[2]))
+
+
 @pytest.mark.parametrize(("start", "fused"), [(0, 0), (0, 1), (0, 3), (0, 9), (2, 3), (4, 3)])
 def test_log_chunks_run_each_remaining_period_once(start, fused):
     config = jaxsac.SACConfig(**{**TINY, "total_env_steps": 1_200})  # 6 periods
