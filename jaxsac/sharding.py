@@ -88,7 +88,7 @@ def data_axis_size(mesh: Mesh) -> int:
 def resolve(config: SACConfig, mesh: Mesh, caller: str) -> SACConfig:
     """`config` with `data_shards` set from the mesh when it is None (left None on a
     one-device mesh, where it means 1), checked against the mesh: each device must hold
-    a whole number of shards."""
+    a whole number of shards, and its random numbers must be partitionable."""
     devices = data_axis_size(mesh)
     if config.data_shards is None and devices > 1:
         for name in ("num_envs", "batch_size"):
@@ -99,6 +99,11 @@ def resolve(config: SACConfig, mesh: Mesh, caller: str) -> SACConfig:
                     f"{devices} and {name} must be a multiple of {devices} (or pass a smaller "
                     "mesh)")
         config = config.replace(data_shards=devices)
+    if config.prng_impl == "philox4x32" and mesh.size > 1:
+        raise ValueError(
+            f"{caller}: SACConfig.prng_impl='philox4x32' is invalid on a mesh of {mesh.size} "
+            "devices: XLA cannot partition philox draws over devices; use 'threefry2x32' "
+            "(the default) or a one-device mesh")
     if config.num_data_shards % devices:
         raise ValueError(
             f"{caller}: SACConfig.data_shards={config.data_shards} is invalid for a mesh whose "

@@ -84,7 +84,8 @@ def errors(config) -> list[str]:
 
     out = []
     for bad in (config.replace(data_shards=None, num_envs=2, batch_size=32),
-                config.replace(data_shards=2, num_envs=2, batch_size=32)):
+                config.replace(data_shards=2, num_envs=2, batch_size=32),
+                config.replace(prng_impl="philox4x32")):
         try:
             jaxsac.make_train(bad, mesh=sharding.make_mesh())
         except ValueError as e:

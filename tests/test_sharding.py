@@ -81,9 +81,10 @@ def test_four_devices_train_the_parameters_of_one_device_with_vmapped_seeds(jax_
     assert_spread_over_devices(out["shardings"], [None, "data"])
     assert out["shardings"]["buffer.obs"]["shard_shapes"] == [[2, 1, 500, 3]] * DEVICES
     assert out["single_device_shardings"]["buffer.obs"]["shard_shapes"] == [[2, 4, 500, 3]]
-    defaulted, too_few = out["errors"]
+    defaulted, too_few, philox = out["errors"]
     assert "num_envs=2" in defaulted and "data_shards defaults to 4" in defaulted
     assert "data_shards=2" in too_few and "multiple of 4" in too_few
+    assert "prng_impl='philox4x32'" in philox and "mesh of 4 devices" in philox
     assert out["default_mesh_devices"] == [DEVICES, 1, 1]
 
 
