@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.jaxsac-installed
-PYTEST_ARGS ?= -n auto --durations=15
+PYTEST_ARGS ?= -n auto --dist worksteal --durations=15
 
 .PHONY: install train test lint bench-peers clean
 PEERS_ARGS ?=

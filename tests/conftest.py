@@ -1,9 +1,43 @@
-"""Small gymnasium envs registered for the env and runner tests."""
+"""Test-session settings (a compilation cache shared by the workers, the order tests
+start in) and small gymnasium envs registered for the env and runner tests."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
 import gymnasium
 import numpy as np
+import pytest
+
+CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
+CACHE_KEY = pytest.StashKey[str]()
+LONGEST_TEST = "test_tuned_pendulum_five_seeds_vmapped_reach_the_bar"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One XLA compilation cache for the session, shared by the xdist workers (they
+    inherit the variable): many tests compile programs that others compiled already."""
+    if CACHE_VARIABLE not in os.environ and not hasattr(config, "workerinput"):
+        config.stash[CACHE_KEY] = os.environ[CACHE_VARIABLE] = tempfile.mkdtemp(
+            prefix="jaxsac-tests-xla-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if CACHE_KEY in config.stash:
+        shutil.rmtree(config.stash[CACHE_KEY], ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest test first, the other learning tests last: `--dist worksteal` gives
+    each worker a contiguous share, so the first worker starts the longest test at once
+    and the others reach the rest of the learning tests after the quick ones."""
+    def rank(item: pytest.Item) -> int:
+        if item.name == LONGEST_TEST:
+            return 0
+        return 2 if item.get_closest_marker("learning") else 1
+    items.sort(key=rank)
 
 FAULTY_ENV_ID = "jaxsac_test/Faulty-v0"
 SPACES_ENV_ID = "jaxsac_test/Spaces-v0"

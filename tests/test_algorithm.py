@@ -10,7 +10,9 @@ import pytest
 import jaxsac
 from jaxsac.algorithm import (
     Phase,
+    build_program,
     gradient_schedule,
+    init_state,
     iterations_per_period,
     log_chunks,
     make_train,
@@ -19,6 +21,7 @@ from jaxsac.algorithm import (
     train,
     warmup_iterations,
 )
+from jaxsac.learner import Hyperparams
 
 TINY = dict(hidden_sizes=(32, 32), batch_size=32, buffer_capacity=2_000, learning_starts=100,
             log_every=200, total_env_steps=600, eval_episodes=2)
@@ -95,19 +98,26 @@ def test_same_config_and_key_give_the_same_bits():
 
 
 @pytest.mark.parametrize("impl", ["philox4x32", "threefry2x32"])
-def test_the_run_draws_from_its_configured_generator_whatever_the_key(impl):
+def test_the_run_starts_from_its_configured_generator_whatever_the_key(impl):
     config = jaxsac.SACConfig(**{**TINY, "total_env_steps": 200, "prng_impl": impl})
-    run = jax.jit(make_train(config))
-    typed, raw = run(jax.random.key(5)), run(jax.random.PRNGKey(5))
-    assert str(jax.random.key_impl(typed[0].key)) == impl
+    program = build_program(config)
+    start = jax.jit(lambda key: init_state(program, key, Hyperparams.from_config(config)))
+    typed, raw = start(jax.random.key(5)), start(jax.random.PRNGKey(5))
+    assert str(jax.random.key_impl(typed.key)) == impl
     assert leaves_equal(typed, raw)  # a raw uint32 key and its typed twin start one run
-    # The run key holds the first two words the given key draws (jax.random.bits).
+    # The run key holds the first two words the given key draws (jax.random.bits);
+    # init_state splits it into the learner's, the runner's and the state's run key.
     words = np.asarray(jax.random.bits(jax.random.key(5), (2,), jnp.uint32))
     first_split = jax.random.split(jax.random.wrap_key_data(words, impl=impl), 3)
-    # init_state's three keys: learner, runner, and the run key that the state carries
-    # (it is the run key before the iterations, which derive theirs by fold_in).
-    np.testing.assert_array_equal(jax.random.key_data(typed[0].key),
+    np.testing.assert_array_equal(jax.random.key_data(typed.key),
                                   jax.random.key_data(first_split[2]))
+
+
+def test_a_whole_run_draws_from_philox_when_configured():
+    config = jaxsac.SACConfig(**{**TINY, "total_env_steps": 200, "prng_impl": "philox4x32"})
+    state, metrics = jax.jit(make_train(config))(jax.random.key(5))
+    assert str(jax.random.key_impl(state.key)) == "philox4x32"
+    assert np.all(np.isfinite(metrics["qf_loss"])) and np.all(np.isfinite(metrics["eval_return"]))
 
 
 @pytest.mark.parametrize(("start", "fused"), [(0, 0), (0, 1), (0, 3), (0, 9), (2, 3), (4, 3)])
@@ -197,7 +207,6 @@ def test_evaluate_jax_matches_a_gymnasium_rollout():
     act = jax.jit(lambda o: learner.act(params, o[None], key, deterministic=True)[0])
     for episode in range(3):
         # Start gymnasium from the JAX env's reset state for this episode.
-        from jaxsac.algorithm import build_program
         program = build_program(config)
         states, _ = jax.vmap(program.env.reset)(jax.random.split(key, 3))
         obs, _ = env.reset(seed=0)

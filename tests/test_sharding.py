@@ -69,7 +69,10 @@ def assert_spread_over_devices(shardings: dict, spec: list) -> None:
 
 
 def test_four_devices_train_the_parameters_of_one_device_with_vmapped_seeds(jax_cache):
-    config = jaxsac.SACConfig(**TINY)
+    """Two seeds vmapped, prioritized replay with random n-step: the sharded priorities,
+    the n-step sampling and the seed axis all meet the mesh in one run."""
+    config = jaxsac.SACConfig(**TINY, prioritized=True, priority_alpha=0.8,
+                              priority_beta=0.4, n_step=(1, 3))
     out = run_child(jax_cache, DEVICES, "sharding_child.py", "make_train", config.to_json(), "2")
     assert out["devices"] == DEVICES
     steps_4, steps_1 = out["grad_steps"]
@@ -88,21 +91,10 @@ def test_four_devices_train_the_parameters_of_one_device_with_vmapped_seeds(jax_
     assert out["default_mesh_devices"] == [DEVICES, 1, 1]
 
 
-def test_four_devices_train_prioritized_n_step_like_one_device(jax_cache):
-    config = jaxsac.SACConfig(**TINY, prioritized=True, priority_alpha=0.8,
-                              priority_beta=0.4, n_step=(1, 3))
-    out = run_child(jax_cache, DEVICES, "sharding_child.py", "make_train", config.to_json(), "1")
-    steps_4, steps_1 = out["grad_steps"]
-    assert steps_4 == steps_1 == [104, 304]
-    assert out["max_param_change"] > 100 * TOLERANCE
-    assert out["max_param_difference"] < TOLERANCE
-    assert_spread_over_devices(out["shardings"], ["data"])
-
-
-@pytest.fixture(scope="module")
-def four_device_run(tmp_path_factory, jax_cache):
+def four_device_run(tmp_path: Path, jax_cache: Path):
     """A 600-step run on 4 devices in one process, checkpoints every 200 steps."""
-    directory = tmp_path_factory.mktemp("four") / "checkpoints"
+    (tmp_path / "four").mkdir()
+    directory = tmp_path / "four" / "checkpoints"
     config = jaxsac.SACConfig(**{**TINY, "data_shards": None, "total_env_steps": 600},
                               checkpoint_dir=str(directory), checkpoint_every=200,
                               max_to_keep=5)
@@ -121,9 +113,17 @@ def assert_same_learner(got, expected) -> None:
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=TOLERANCE)
 
 
-def test_a_four_device_checkpoint_restores_onto_one_device_and_continues(
-        four_device_run, tmp_path, jax_cache):
-    config, full = four_device_run
+def test_four_device_checkpoints_restore_on_one_device_and_equal_two_processes_of_two(
+        tmp_path, jax_cache):
+    """One 4-device run's checkpoints (a child process each: it takes a minute) are
+    checked against a resume on one device and against the multi-host launch."""
+    config, full = four_device_run(tmp_path, jax_cache)
+    check_restore_on_one_device(config, full, tmp_path, jax_cache)
+    check_two_processes_of_two_devices(config, full, tmp_path)
+
+
+def check_restore_on_one_device(config: jaxsac.SACConfig, full: Path, tmp_path: Path,
+                                jax_cache: Path) -> None:
     stored, stored_config = checkpoint.restore(full, 400)
     assert stored_config.data_shards == DEVICES  # set from the 4-device mesh
     assert stored.buffer.obs.shape == (DEVICES, 500, 3)  # restored here, on one device
@@ -164,12 +164,11 @@ def cli_flags(config: jaxsac.SACConfig) -> list[str]:
     return flags
 
 
-def test_two_processes_of_two_devices_train_like_four_devices_in_one(four_device_run,
-                                                                     tmp_path):
+def check_two_processes_of_two_devices(config: jaxsac.SACConfig, single_process: Path,
+                                       tmp_path: Path) -> None:
     """The documented multi-host launch: every process runs the same command with
     JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and its JAX_PROCESS_ID set."""
-    config, single_process = four_device_run
-    directory = tmp_path / "checkpoints"
+    directory = tmp_path / "two_processes"
     command = [sys.executable, "-m", "experiments.train", "--no-progress",
                *cli_flags(config.replace(checkpoint_dir=str(directory)))]
     address = f"localhost:{free_port()}"
