@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.jaxsac-installed
 PYTEST_ARGS ?= -n auto --dist worksteal --durations=15
 
-.PHONY: install train test lint bench-peers clean
+.PHONY: install train test test-learning lint bench-peers clean
 PEERS_ARGS ?=
 
 install: $(STAMP)
@@ -27,6 +27,11 @@ lint: $(STAMP)
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The learning tests with the reference's whole budgets of env steps (`make test` asks
+# the same bars earlier, in runs sized for CI).
+test-learning: $(STAMP)
+	$(PY) -m pytest -m learning --full-learning $(PYTEST_ARGS)
 
 # Side-by-side comparison with stable-baselines3, sbx and rejax (their own .venv-peers).
 bench-peers: $(STAMP)

@@ -13,7 +13,22 @@ import pytest
 
 CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
 CACHE_KEY = pytest.StashKey[str]()
+CI_LEARNING_STEPS = 6_000
+"""Env steps of the learning tests sized for CI (2 CPU cores): RLlib's bars say "within
+N env steps" and these runs stop earlier and ask for the bar there."""
 LONGEST_TEST = "test_tuned_pendulum_five_seeds_vmapped_reach_the_bar"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--full-learning", action="store_true",
+                     help="learning tests train for the reference's whole budget of env "
+                          "steps (20,000 for the Pendulums) instead of the shorter runs "
+                          "sized for CI; see docs/BENCHMARKS.md")
+
+
+@pytest.fixture
+def full_learning(request: pytest.FixtureRequest) -> bool:
+    return request.config.getoption("--full-learning")
 
 
 def pytest_configure(config: pytest.Config) -> None:
