@@ -37,14 +37,16 @@ def test_tuned_pendulum_on_the_gymnasium_backend_reaches_the_bar(full_learning):
     assert result.metrics["eval_return"][-1] >= PENDULUM_BAR, result.metrics["eval_return"]
 
 
-def test_inverted_pendulum_learns_beyond_random():
+def test_inverted_pendulum_learns_beyond_random(full_learning):
     """A second task, on the gymnasium backend (MuJoCo InvertedPendulum-v5, reward 1 per
     step balanced, at most 1,000). Uniform random actions balance about 10 steps (the
     warm-up period's training return); the bar asks the deterministic policy for 5x
-    that after 10,000 env steps. MountainCarContinuous is not used here: without
-    temporally correlated exploration SAC settles on doing nothing (return about 0),
-    which would show little beyond a small untrained policy."""
-    config = jaxsac.tuned("InvertedPendulum-v5", total_env_steps=10_000, log_every=2_000)
+    that after 6,000 env steps (10,000 with --full-learning; a measured run evaluated
+    72-142 at every 1,000 steps from 2,000 to 10,000). MountainCarContinuous is not used
+    here: without temporally correlated exploration SAC settles on doing nothing
+    (return about 0), which would show little beyond a small untrained policy."""
+    steps = 10_000 if full_learning else CI_LEARNING_STEPS
+    config = jaxsac.tuned("InvertedPendulum-v5", total_env_steps=steps, log_every=2_000)
     result = jaxsac.train(config, progress=False)
     random_return = result.metrics["episode_return_mean"][0]
     assert random_return < 20, result.metrics["episode_return_mean"]
