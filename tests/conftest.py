@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 
 import gymnasium
 import numpy as np
@@ -27,8 +28,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.fixture
-def full_learning(request: pytest.FixtureRequest) -> bool:
-    return request.config.getoption("--full-learning")
+def learning_steps(request: pytest.FixtureRequest) -> Callable[[int], int]:
+    """`learning_steps(budget)`: the env steps a learning test trains, the reference's
+    whole `budget` with --full-learning, else CI_LEARNING_STEPS."""
+    full = request.config.getoption("--full-learning")
+    return lambda budget: budget if full else CI_LEARNING_STEPS
 
 
 def pytest_configure(config: pytest.Config) -> None:

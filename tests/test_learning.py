@@ -1,6 +1,6 @@
 """End-to-end learning: the tuned examples reach their bars.
 
-RLlib's bars are "within N env steps". The runs here stop earlier, at CI_LEARNING_STEPS
+RLlib's bars are "within N env steps". The runs here stop earlier, at conftest.CI_LEARNING_STEPS
 (sized for 2 CPU cores), and ask for the bar there, which meets it within N too;
 `pytest -m learning --full-learning` (`make test-learning`) trains the whole N instead."""
 
@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import jaxsac
-from tests.conftest import CI_LEARNING_STEPS
 
 pytestmark = pytest.mark.learning
 
@@ -19,25 +18,25 @@ PENDULUM_BAR = -250.0  # RLlib's bar for its tuned Pendulum-v1, here per seed
 PENDULUM_STEPS = 20_000  # RLlib's budget for that bar
 
 
-def pendulum(full_learning: bool, **overrides) -> jaxsac.SACConfig:
+def pendulum(learning_steps, **overrides) -> jaxsac.SACConfig:
     config = jaxsac.tuned("Pendulum-v1", **overrides)
     assert config.total_env_steps == PENDULUM_STEPS
-    return config if full_learning else config.replace(total_env_steps=CI_LEARNING_STEPS)
+    return config.replace(total_env_steps=learning_steps(PENDULUM_STEPS))
 
 
-def test_tuned_pendulum_five_seeds_vmapped_reach_the_bar(full_learning):
-    train_fn = jax.jit(jax.vmap(jaxsac.make_train(pendulum(full_learning))))
+def test_tuned_pendulum_five_seeds_vmapped_reach_the_bar(learning_steps):
+    train_fn = jax.jit(jax.vmap(jaxsac.make_train(pendulum(learning_steps))))
     _, metrics = train_fn(jax.random.split(jax.random.key(0), 5))
     final = np.asarray(metrics["eval_return"])[:, -1]  # 10 deterministic episodes per seed
     assert np.all(final >= PENDULUM_BAR), final
 
 
-def test_tuned_pendulum_on_the_gymnasium_backend_reaches_the_bar(full_learning):
-    result = jaxsac.train(pendulum(full_learning, backend="gymnasium"), progress=False)
+def test_tuned_pendulum_on_the_gymnasium_backend_reaches_the_bar(learning_steps):
+    result = jaxsac.train(pendulum(learning_steps, backend="gymnasium"), progress=False)
     assert result.metrics["eval_return"][-1] >= PENDULUM_BAR, result.metrics["eval_return"]
 
 
-def test_inverted_pendulum_learns_beyond_random(full_learning):
+def test_inverted_pendulum_learns_beyond_random(learning_steps):
     """A second task, on the gymnasium backend (MuJoCo InvertedPendulum-v5, reward 1 per
     step balanced, at most 1,000). Uniform random actions balance about 10 steps (the
     warm-up period's training return); the bar asks the deterministic policy for 5x
@@ -45,8 +44,8 @@ def test_inverted_pendulum_learns_beyond_random(full_learning):
     72-142 at every 1,000 steps from 2,000 to 10,000). MountainCarContinuous is not used
     here: without temporally correlated exploration SAC settles on doing nothing
     (return about 0), which would show little beyond a small untrained policy."""
-    steps = 10_000 if full_learning else CI_LEARNING_STEPS
-    config = jaxsac.tuned("InvertedPendulum-v5", total_env_steps=steps, log_every=2_000)
+    config = jaxsac.tuned("InvertedPendulum-v5", total_env_steps=learning_steps(10_000),
+                          log_every=2_000)
     result = jaxsac.train(config, progress=False)
     random_return = result.metrics["episode_return_mean"][0]
     assert random_return < 20, result.metrics["episode_return_mean"]

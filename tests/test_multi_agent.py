@@ -15,7 +15,6 @@ import jaxsac
 from jaxsac import checkpoint, connectors, envs, multi_agent
 from jaxsac.algorithm import EpisodeStats, init_state, num_periods, run_periods
 from jaxsac.learner import Hyperparams
-from tests.conftest import CI_LEARNING_STEPS
 
 TINY = dict(hidden_sizes=(32, 32), batch_size=32, buffer_capacity=2_000, learning_starts=100,
             log_every=200, total_env_steps=600, eval_episodes=2)
@@ -341,13 +340,13 @@ def test_train_logs_per_agent_columns_and_checkpoints_every_module(tmp_path):
 
 
 @pytest.mark.learning
-def test_tuned_multi_agent_pendulum_every_agent_reaches_the_bar(full_learning):
+def test_tuned_multi_agent_pendulum_every_agent_reaches_the_bar(learning_steps):
     """REFERENCE.md's bar: every agent >= -250 within 20,000 env steps of its own (asked
     at CI_LEARNING_STEPS unless --full-learning, as in tests/test_learning.py)."""
     config = jaxsac.tuned("MultiAgentPendulum-v1")
     assert (config.num_agents, config.policy_mapping, config.total_env_steps) == (
         2, "independent", 20_000)
-    steps = config.total_env_steps if full_learning else CI_LEARNING_STEPS
+    steps = learning_steps(config.total_env_steps)
     _, metrics = jax.jit(jaxsac.make_train(config.replace(total_env_steps=steps)))(
         jax.random.key(0))
     np.testing.assert_array_equal(metrics["env_steps"][-1], steps)  # each agent's own
