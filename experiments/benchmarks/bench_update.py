@@ -1,11 +1,16 @@
 """Time the SAC learner update inside a jitted `lax.scan` and compare with matmul speed.
 
     .venv/bin/python -m experiments.benchmarks.bench_update [--updates 500] [--repeats 5]
+                                                            [--seeds 1]
 
 Reports updates/s, the FLOPs of one update (XLA's cost analysis of the compiled scan,
 divided by the number of updates), the achieved GFLOP/s, and the machine's sustained
 float32 rate on 1,000 chained 256×256×256 products in one jitted scan, measured in the
 same run. Setting: batch 256, hidden 256×256, obs 3, act 1, twin Q.
+
+`--seeds S` > 1 vmaps the update over S learner states (as `vmap` over seeds does in
+training) and the chained products over a leading axis of S; times are then given per
+vmapped update and per seed.
 """
 
 from __future__ import annotations
@@ -43,16 +48,18 @@ def compiled_flops(fn, *args) -> float:
     return float(analysis["flops"])
 
 
-def matmul_rate(repeats: int, chain: int = 1000) -> float:
-    """Sustained float32 GFLOP/s of `chain` dependent 256×256×256 products."""
-    a = jax.random.normal(jax.random.key(0), (256, 256)) / 16.0
+def matmul_rate(repeats: int, chain: int = 1000, seeds: int = 1) -> float:
+    """Sustained float32 GFLOP/s of `chain` dependent 256×256×256 products, each batched
+    over a leading axis of `seeds` when that is above one."""
+    shape = (256, 256) if seeds == 1 else (seeds, 256, 256)
+    a = jax.random.normal(jax.random.key(0), shape) / 16.0
 
     @jax.jit
     def chained(x):
         return jax.lax.scan(lambda c, _: (jnp.tanh(c @ a), None), x, None, length=chain)[0]
 
     seconds = best_time(chained, a, repeats=repeats)
-    return chain * 2 * 256**3 / seconds / 1e9
+    return seeds * chain * 2 * 256**3 / seconds / 1e9
 
 
 def random_batch(key) -> Batch:
@@ -73,16 +80,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--updates", type=int, default=500, help="updates per jitted scan")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="learner states the update is vmapped over (1: no vmap)")
     args = parser.parse_args()
 
     learner = make_learner(SACConfig(), OBS_DIM, ACT_DIM)
-    state = learner.init(jax.random.key(0))
-    batch = random_batch(jax.random.key(1))
-    keys = jax.random.split(jax.random.key(2), args.updates)
+    update = learner.update if args.seeds == 1 else jax.vmap(learner.update)
+    if args.seeds == 1:
+        state = learner.init(jax.random.key(0))
+        batch = random_batch(jax.random.key(1))
+        keys = jax.random.split(jax.random.key(2), args.updates)
+    else:
+        state = jax.vmap(learner.init)(jax.random.split(jax.random.key(0), args.seeds))
+        batch = jax.vmap(random_batch)(jax.random.split(jax.random.key(1), args.seeds))
+        keys = jax.random.split(jax.random.key(2), (args.updates, args.seeds))
 
     def many_updates(state, batch, keys):
         def body(s, key):
-            s, metrics, _ = learner.update(s, batch, key)
+            s, metrics, _ = update(s, batch, key)
             return s, metrics["qf_loss"]
         return jax.lax.scan(body, state, keys)
 
@@ -91,16 +106,18 @@ def main() -> None:
     jax.block_until_ready(run(state, batch, keys))
     compile_s = time.perf_counter() - start
     seconds = best_time(run, state, batch, keys, repeats=args.repeats)
-    flops_per_update = compiled_flops(learner.update, state, batch, keys[0])
+    flops_per_update = compiled_flops(update, state, batch, keys[0])
     update_ms = seconds / args.updates * 1e3
     achieved = flops_per_update / (update_ms / 1e3) / 1e9
-    peak = matmul_rate(args.repeats)
+    peak = matmul_rate(args.repeats, seeds=args.seeds)
     result = {
         "machine": f"{platform.machine()}, {jax.device_count()} {jax.devices()[0].platform} "
                    f"device(s), jax {jax.__version__}",
+        "seeds": args.seeds,
         "update_ms": round(update_ms, 3),
-        "updates_per_s": round(1e3 / update_ms, 1),
-        "gflop_per_update": round(flops_per_update / 1e9, 4),
+        "update_ms_per_seed": round(update_ms / args.seeds, 3),
+        "updates_per_s": round(1e3 / update_ms * args.seeds, 1),
+        "gflop_per_update": round(flops_per_update / args.seeds / 1e9, 4),
         "achieved_gflops": round(achieved, 1),
         "matmul_256_gflops": round(peak, 1),
         "fraction_of_matmul_rate": round(achieved / peak, 3),
