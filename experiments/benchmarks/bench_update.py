@@ -84,16 +84,17 @@ def main() -> None:
                         help="learner states the update is vmapped over (1: no vmap)")
     args = parser.parse_args()
 
+    def over_seeds(f):
+        return f if args.seeds == 1 else jax.vmap(f)
+
+    def seed_keys(key):
+        return key if args.seeds == 1 else jax.random.split(key, args.seeds)
+
     learner = make_learner(SACConfig(), OBS_DIM, ACT_DIM)
-    update = learner.update if args.seeds == 1 else jax.vmap(learner.update)
-    if args.seeds == 1:
-        state = learner.init(jax.random.key(0))
-        batch = random_batch(jax.random.key(1))
-        keys = jax.random.split(jax.random.key(2), args.updates)
-    else:
-        state = jax.vmap(learner.init)(jax.random.split(jax.random.key(0), args.seeds))
-        batch = jax.vmap(random_batch)(jax.random.split(jax.random.key(1), args.seeds))
-        keys = jax.random.split(jax.random.key(2), (args.updates, args.seeds))
+    update = over_seeds(learner.update)
+    state = over_seeds(learner.init)(seed_keys(jax.random.key(0)))
+    batch = over_seeds(random_batch)(seed_keys(jax.random.key(1)))
+    keys = jax.vmap(seed_keys)(jax.random.split(jax.random.key(2), args.updates))
 
     def many_updates(state, batch, keys):
         def body(s, key):
