@@ -1,0 +1,374 @@
+"""jaxsac's throughput on an accelerator (or the CPU): learner updates/s, training env
+steps/s by env count, and vmapped seeds; one JSON and one Markdown table.
+
+    .venv/bin/python -m experiments.benchmarks.bench_gpu [--smallest] [--plain]
+        [--out-json docs/benchmarks/gpu.json] [--out-md docs/benchmarks/gpu.md]
+        [--budget-s SECONDS]
+
+It imports only jaxsac's public API (and jax, numpy, and bench_update's random batch), so
+it also runs as a plain script next to a copy of the package and of bench_update.py
+(`PYTHONPATH=src python3 bench_gpu.py ...`).
+
+Sections, each a function returning rows of plain numbers:
+
+1. `bench_updates`: one learner (batch 256, 256×256 networks, obs 3, act 1, twin Q),
+   a jitted `lax.scan` of K updates on a fixed random batch; median of R timed calls
+   after a warm-up call, each ended by `block_until_ready`.
+2. `bench_envs`: Pendulum-v1 training through `jax.jit(make_train(config))` at several
+   `num_envs`, a fixed number of gradient steps per iteration (`utd_ratio` =
+   steps / num_envs; one per env step with one env). Compile time (`lower().compile()`),
+   then two runs with different keys; rates come from the second. A run is the whole
+   program: warm-up iterations, learning iterations and one evaluation (the run is one
+   log period), so env steps/s = total_env_steps / seconds of the run.
+3. `bench_seeds`: `jax.jit(jax.vmap(make_train(config)))(split(key, S))` for S seeds of
+   one config; env steps/s summed over seeds.
+
+The training config is the tuned Pendulum-v1 (prioritized replay, n-step 2–4), or with
+`--plain` uniform replay and n-step 1 (the settings of bench_train.py). `--smallest`
+runs the tiniest size of each section (under a minute on 2 CPU cores) and writes files
+only where --out-json / --out-md say; the default sizes are for a GPU. `--budget-s`
+skips the measurements that would start after that many seconds (they are listed as
+skipped); the outputs are rewritten after every measurement, so a run cut short still
+leaves what it measured, and a measurement that fails is recorded and the rest run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+import jaxsac
+
+try:
+    from experiments.benchmarks.bench_update import ACT_DIM, BATCH, OBS_DIM, random_batch
+except ImportError:  # run as a plain script next to a copy of bench_update.py
+    from bench_update import ACT_DIM, BATCH, OBS_DIM, random_batch
+
+HIDDEN = (256, 256)
+BUFFER = 100_000  # the tuned Pendulum-v1's capacity (rounded up to a multiple of num_envs)
+EVAL_EPISODES = 2
+DEFAULT_OUT = (os.path.join("docs", "benchmarks", "gpu.json"),
+               os.path.join("docs", "benchmarks", "gpu.md"))
+NOT_MEASURED = ("MuJoCo Playground CheetahRun at 128 and 1,024 envs, and brax's SAC side "
+                "by side (not yet measured: no Playground adapter)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+    updates: int  # updates per jitted scan (section 1)
+    repeats: int  # timed calls of that scan
+    env_runs: tuple[tuple[int, int], ...]  # (num_envs, iterations) of section 2
+    grad_steps_per_iteration: int  # section 2 with num_envs > 1, and section 3
+    seeds: tuple[int, ...]  # section 3
+    seed_num_envs: int
+    seed_iterations: int
+    learning_starts: int
+
+
+GPU = Sizes(updates=1_000, repeats=5,
+            env_runs=((1, 3_000), (64, 400), (1024, 400), (4096, 400)),
+            grad_steps_per_iteration=8, seeds=(1, 8, 64), seed_num_envs=8, seed_iterations=250,
+            learning_starts=256)
+SMALLEST = Sizes(updates=20, repeats=3, env_runs=((1, 320),), grad_steps_per_iteration=8,
+                 seeds=(2,), seed_num_envs=8, seed_iterations=40, learning_starts=256)
+
+
+# --- configs and the counts they imply --------------------------------------------------
+
+
+def train_config(num_envs: int, iterations: int, grad_steps: int, *, plain: bool = False,
+                 learning_starts: int = 256) -> jaxsac.SACConfig:
+    """Pendulum-v1 with `num_envs` envs for `iterations` iterations as one log period;
+    `grad_steps` gradient steps per learning iteration (one per env step with one env)."""
+    utd = 1.0 if num_envs == 1 else grad_steps / num_envs
+    total = num_envs * iterations
+    capacity = num_envs * -(-max(BUFFER, BATCH) // num_envs)
+    overrides: dict[str, Any] = dict(
+        backend="jax", num_envs=num_envs, utd_ratio=utd, batch_size=BATCH, hidden_sizes=HIDDEN,
+        total_env_steps=total, log_every=total, learning_starts=learning_starts,
+        buffer_capacity=capacity, eval_episodes=EVAL_EPISODES)
+    if plain:
+        overrides.update(prioritized=False, n_step=1)
+    return jaxsac.tuned("Pendulum-v1", **overrides)
+
+
+def expected_counts(config: jaxsac.SACConfig) -> tuple[int, int]:
+    """(env steps, gradient steps) a run of `config` takes: random actions for
+    ceil(learning_starts / num_envs) iterations, the last of which already learns, then
+    round(utd_ratio * num_envs) gradient steps per iteration (README, "What it computes")."""
+    iterations = config.total_env_steps // config.num_envs
+    warmup = -(-config.learning_starts // config.num_envs)
+    per_iteration = round(config.utd_ratio * config.num_envs)
+    assert per_iteration >= 1, "bench_gpu uses at least one gradient step per iteration"
+    learning = min(iterations, max(iterations - warmup + 1, 0))
+    return config.total_env_steps, learning * per_iteration
+
+
+def config_summary(config: jaxsac.SACConfig) -> dict[str, Any]:
+    keys = ("num_envs", "utd_ratio", "total_env_steps", "log_every", "learning_starts",
+            "buffer_capacity", "batch_size", "hidden_sizes", "prioritized", "n_step",
+            "eval_episodes")
+    return {k: (list(v) if isinstance(v, tuple) else v)
+            for k in keys for v in [getattr(config, k)]}
+
+
+# --- timing -------------------------------------------------------------------------------
+
+
+def timed(fn, *args) -> tuple[Any, float]:
+    start = time.perf_counter()
+    out = jax.block_until_ready(fn(*args))
+    return out, time.perf_counter() - start
+
+
+def compile_timed(fn, *args) -> tuple[Any, float]:
+    """(compiled `jax.jit(fn)` for `args`, seconds to lower and compile it)."""
+    start = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    return compiled, time.perf_counter() - start
+
+
+def final(metrics: dict, name: str) -> np.ndarray:
+    """Last log period's `name`: a scalar, or one value per seed when vmapped."""
+    return np.asarray(jax.device_get(metrics[name]))[..., -1]
+
+
+# --- section 1: learner updates -----------------------------------------------------------
+
+
+def bench_updates(updates: int, repeats: int) -> dict[str, Any]:
+    """Median seconds of a jitted scan of `updates` learner updates on one fixed batch."""
+    config = jaxsac.SACConfig(batch_size=BATCH, hidden_sizes=HIDDEN)
+    learner = jaxsac.make_learner(config, OBS_DIM, ACT_DIM)
+    state = jax.jit(learner.init)(jax.random.key(0))
+    batch = random_batch(jax.random.key(1))
+    keys = jax.random.split(jax.random.key(2), updates)
+
+    def many_updates(state, batch, keys):
+        def body(s, key):
+            s, metrics, _ = learner.update(s, batch, key)
+            return s, metrics["qf_loss"]
+        return jax.lax.scan(body, state, keys)
+
+    run, compile_s = compile_timed(many_updates, state, batch, keys)
+    (_, losses), first_s = timed(run, state, batch, keys)  # warm-up
+    times = [timed(run, state, batch, keys)[1] for _ in range(repeats)]
+    median = statistics.median(times)
+    return {"updates": updates, "repeats": repeats, "compile_s": compile_s,
+            "first_call_s": first_s, "seconds": times, "median_s": median,
+            "update_ms": median / updates * 1e3, "updates_per_s": updates / median,
+            "losses_finite": bool(np.all(np.isfinite(np.asarray(losses))))}
+
+
+# --- sections 2 and 3: training -----------------------------------------------------------
+
+
+def bench_training(config: jaxsac.SACConfig, seeds: int | None) -> dict[str, Any]:
+    """Compile `make_train(config)` (vmapped over `seeds` keys unless None), run it with
+    one key, then time a second run with another; rates are of the second run, summed over
+    seeds."""
+    train_fn = jaxsac.make_train(config)
+    if seeds is None:
+        fn, keys = train_fn, [jax.random.key(1), jax.random.key(2)]
+    else:
+        fn = jax.vmap(train_fn)
+        keys = [jax.random.split(jax.random.key(k), seeds) for k in (1, 2)]
+    run, compile_s = compile_timed(fn, keys[0])
+    _, first_s = timed(run, keys[0])
+    (_, metrics), run_s = timed(run, keys[1])
+    n = 1 if seeds is None else seeds
+    env_steps = int(np.sum(final(metrics, "env_steps")))
+    grad_steps = int(np.sum(final(metrics, "grad_steps")))
+    expected_env, expected_grad = expected_counts(config)
+    return {"num_envs": config.num_envs, "seeds": n, "config": config_summary(config),
+            "compile_s": compile_s, "first_run_s": first_s, "run_s": run_s,
+            "env_steps": env_steps, "grad_steps": grad_steps,
+            "expected_env_steps": n * expected_env, "expected_grad_steps": n * expected_grad,
+            "env_steps_per_s": env_steps / run_s, "env_steps_per_s_per_seed": env_steps / n / run_s,
+            "grad_steps_per_s": grad_steps / run_s,
+            "first_run_env_steps_per_s": env_steps / first_s,
+            "eval_return": [float(x) for x in np.ravel(final(metrics, "eval_return"))]}
+
+
+def bench_envs(num_envs: int, iterations: int, grad_steps: int, *, plain: bool = False,
+               learning_starts: int = 256) -> dict[str, Any]:
+    """Section 2: one seed, `num_envs` envs, `iterations` iterations."""
+    config = train_config(num_envs, iterations, grad_steps, plain=plain,
+                          learning_starts=learning_starts)
+    return bench_training(config, seeds=None)
+
+
+def bench_seeds(seeds: int, num_envs: int, iterations: int, *, plain: bool = False,
+                learning_starts: int = 256) -> dict[str, Any]:
+    """Section 3: `seeds` vmapped runs of one config (one gradient step per env step)."""
+    config = train_config(num_envs, iterations, num_envs, plain=plain,
+                          learning_starts=learning_starts)
+    return bench_training(config, seeds=seeds)
+
+
+# --- report -------------------------------------------------------------------------------
+
+
+def environment() -> dict[str, Any]:
+    device = jax.devices()[0]
+    return {"device_kind": device.device_kind, "platform": device.platform,
+            "device_count": jax.device_count(), "jax": jax.__version__,
+            "jaxsac": getattr(jaxsac, "__version__", "?"), "python": platform.python_version(),
+            "machine": platform.machine(), "host_cpus": os.cpu_count()}
+
+
+def _n(x: float, digits: int = 0) -> str:
+    if x is None or not math.isfinite(x):
+        return "—"
+    return f"{x:,.{digits}f}"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    env = result["environment"]
+    lines = [f"# jaxsac throughput: {env['device_kind']}", "",
+             f"Device: {env['device_kind']} ({env['platform']}, {env['device_count']} device(s)); "
+             f"jax {env['jax']}, Python {env['python']}, {env['host_cpus']} host CPUs. "
+             f"Sizes: {result['sizes_name']}; training config: {result['config_name']}. "
+             f"Command: `{result['command']}`.", ""]
+    u = result["sections"].get("updates")
+    lines += ["## Learner updates (batch 256, 256×256, obs 3, act 1, twin Q; one seed)", ""]
+    if u:
+        lines += ["| updates per scan | median of | update | updates/s | compile |",
+                  "|---:|---:|---:|---:|---:|",
+                  f"| {u['updates']:,} | {u['repeats']} | {u['update_ms']:.3f} ms | "
+                  f"{_n(u['updates_per_s'])} | {u['compile_s']:.1f} s |", ""]
+    else:
+        lines += ["(not run)", ""]
+    lines += ["## Pendulum-v1 training by env count (one seed, `jax.jit(make_train(config))`)", "",
+              "One log period per run (its evaluation included); rates from the second run.", "",
+              "| envs | grad steps / iteration | env steps | grad steps | compile | run | "
+              "env steps/s | grad steps/s | first run env steps/s |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in result["sections"].get("envs", []):
+        per = round(r["config"]["utd_ratio"] * r["num_envs"])
+        lines.append(f"| {r['num_envs']:,} | {per} | {r['env_steps']:,} | {r['grad_steps']:,} | "
+                     f"{r['compile_s']:.1f} s | {r['run_s']:.2f} s | {_n(r['env_steps_per_s'])} | "
+                     f"{_n(r['grad_steps_per_s'])} | {_n(r['first_run_env_steps_per_s'])} |")
+    lines += ["", "## Vmapped seeds (`jax.jit(jax.vmap(make_train(config)))`)", ""]
+    seed_rows = result["sections"].get("seeds", [])
+    if seed_rows:
+        c = seed_rows[0]["config"]
+        lines += [f"{c['num_envs']} envs per seed, {round(c['utd_ratio'] * c['num_envs'])} "
+                  f"gradient steps per iteration, {c['total_env_steps']:,} env steps per seed.", ""]
+    lines += ["| seeds | env steps (all seeds) | compile | run | env steps/s (all seeds) | "
+              "per seed | grad steps/s (all seeds) |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in seed_rows:
+        lines.append(f"| {r['seeds']} | {r['env_steps']:,} | {r['compile_s']:.1f} s | "
+                     f"{r['run_s']:.2f} s | {_n(r['env_steps_per_s'])} | "
+                     f"{_n(r['env_steps_per_s_per_seed'])} | {_n(r['grad_steps_per_s'])} |")
+    lines += [""]
+    for name, error in result["errors"].items():
+        lines += [f"Failed: {name}: `{error.splitlines()[0][:300]}`", ""]
+    if result["skipped"]:
+        lines += ["Skipped (time budget): " + ", ".join(result["skipped"]) + ".", ""]
+    lines += [f"Not yet measured: {NOT_MEASURED}.", ""]
+    return "\n".join(lines)
+
+
+def write(result: dict[str, Any], out_json: str | None, out_md: str | None) -> None:
+    for path, text in ((out_json, json.dumps(result, indent=2)), (out_md, markdown(result))):
+        if path:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(text + "\n")
+
+
+def run_all(sizes: Sizes, *, plain: bool = False, budget_s: float | None = None,
+            out_json: str | None = None, out_md: str | None = None,
+            sizes_name: str = "", command: str = "", log=print,
+            keep_going: bool = False) -> dict[str, Any]:
+    """Every section's measurements in order, the outputs rewritten after each one.
+    keep_going: a measurement that raises is recorded under "errors" and the rest still
+    run (else the exception propagates)."""
+    start = time.perf_counter()
+    result: dict[str, Any] = {
+        "environment": environment(), "sizes_name": sizes_name,
+        "sizes": dataclasses.asdict(sizes),
+        "config_name": "plain (uniform replay, n-step 1)" if plain
+        else "tuned Pendulum-v1 (prioritized replay, n-step 2–4)",
+        "command": command, "sections": {"updates": None, "envs": [], "seeds": []},
+        "skipped": [], "errors": {}, "not_measured": NOT_MEASURED}
+    log(f"device: {result['environment']['device_kind']}, jax {jax.__version__}")
+    common = dict(plain=plain, learning_starts=sizes.learning_starts)
+    jobs: list[tuple[str, str, Any]] = [
+        ("updates", "updates", lambda: bench_updates(sizes.updates, sizes.repeats))]
+    jobs += [("envs", f"envs={e}", lambda e=e, i=i: bench_envs(
+        e, i, sizes.grad_steps_per_iteration, **common)) for e, i in sizes.env_runs]
+    jobs += [("seeds", f"seeds={s}", lambda s=s: bench_seeds(
+        s, sizes.seed_num_envs, sizes.seed_iterations, **common)) for s in sizes.seeds]
+    for section, name, job in jobs:
+        elapsed = time.perf_counter() - start
+        if budget_s is not None and elapsed > budget_s:
+            result["skipped"].append(name)
+            log(f"[{elapsed:6.1f} s] {name}: skipped (budget {budget_s:.0f} s)")
+            continue
+        try:
+            row = job()
+        except Exception as error:  # noqa: BLE001 - recorded, the rest still measured
+            if not keep_going:
+                raise
+            result["errors"][name] = f"{type(error).__name__}: {error}"[:2000]
+            log(f"[{time.perf_counter() - start:6.1f} s] {name}: FAILED {result['errors'][name]}")
+            write(result, out_json, out_md)
+            continue
+        if section == "updates":
+            result["sections"]["updates"] = row
+            log(f"[{time.perf_counter() - start:6.1f} s] {name}: {row['updates_per_s']:,.0f} "
+                f"updates/s (compile {row['compile_s']:.1f} s)")
+        else:
+            result["sections"][section].append(row)
+            log(f"[{time.perf_counter() - start:6.1f} s] {name}: {row['env_steps_per_s']:,.0f} "
+                f"env steps/s, {row['grad_steps_per_s']:,.0f} grad steps/s (compile "
+                f"{row['compile_s']:.1f} s, run {row['run_s']:.2f} s)")
+        result["total_s"] = time.perf_counter() - start
+        write(result, out_json, out_md)
+    result["total_s"] = time.perf_counter() - start
+    write(result, out_json, out_md)
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smallest", action="store_true",
+                        help="the tiniest size of each section (CPU smoke run)")
+    parser.add_argument("--plain", action="store_true",
+                        help="uniform replay and n-step 1 instead of the tuned Pendulum-v1")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="skip measurements that would start after this many seconds")
+    parser.add_argument("--out-json", default=None,
+                        help=f"default: {DEFAULT_OUT[0]} (with --smallest: none, printed only)")
+    parser.add_argument("--out-md", default=None,
+                        help=f"default: {DEFAULT_OUT[1]} (with --smallest: none, printed only)")
+    args = parser.parse_args(argv)
+    if not args.smallest:  # a smoke run never overwrites the recorded figures by default
+        args.out_json = args.out_json or DEFAULT_OUT[0]
+        args.out_md = args.out_md or DEFAULT_OUT[1]
+    command = "python " + " ".join([os.path.basename(sys.argv[0]), *(argv or sys.argv[1:])])
+    result = run_all(SMALLEST if args.smallest else GPU, plain=args.plain,
+                     budget_s=args.budget_s, out_json=args.out_json, out_md=args.out_md,
+                     sizes_name="smallest" if args.smallest else "default (GPU)",
+                     command=command, keep_going=True)
+    print()
+    print(markdown(result))
+    if result["errors"]:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

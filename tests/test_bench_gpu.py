@@ -1,0 +1,117 @@
+"""experiments/benchmarks/bench_gpu.py: its smallest setting runs in-process and its
+outputs agree with what the configs imply; the GPU sizes are valid configs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+import jaxsac
+from experiments.benchmarks import bench_gpu
+
+
+@pytest.fixture(scope="module")
+def smallest(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench_gpu")
+    paths = out / "gpu.json", out / "gpu.md"
+    result = bench_gpu.run_all(bench_gpu.SMALLEST, out_json=str(paths[0]), out_md=str(paths[1]),
+                               sizes_name="smallest", log=lambda *_: None)
+    return result, json.loads(paths[0].read_text()), paths[1].read_text()
+
+
+def _positive(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def test_every_section_is_written(smallest):
+    result, written, md = smallest
+    assert set(written["sections"]) == {"updates", "envs", "seeds"}
+    assert written["sections"]["updates"] is not None
+    assert [r["num_envs"] for r in written["sections"]["envs"]] == [
+        e for e, _ in bench_gpu.SMALLEST.env_runs]
+    assert [r["seeds"] for r in written["sections"]["seeds"]] == list(bench_gpu.SMALLEST.seeds)
+    assert written["skipped"] == [] and written["errors"] == {}
+    assert written["environment"]["device_kind"] and written["environment"]["jax"]
+    assert "not yet measured: no Playground adapter" in md
+    for heading in ("Learner updates", "training by env count", "Vmapped seeds"):
+        assert heading in md
+    assert json.loads(json.dumps(result)) == written
+
+
+def test_update_rates(smallest):
+    u = smallest[1]["sections"]["updates"]
+    assert u["updates"] == bench_gpu.SMALLEST.updates
+    assert len(u["seconds"]) == u["repeats"] == bench_gpu.SMALLEST.repeats
+    assert u["losses_finite"]
+    for name in ("median_s", "update_ms", "updates_per_s", "compile_s"):
+        assert _positive(u[name]), name
+    assert u["updates_per_s"] == pytest.approx(u["updates"] / u["median_s"])
+
+
+def test_training_counts_match_the_configs(smallest):
+    sections = smallest[1]["sections"]
+    for row in sections["envs"] + sections["seeds"]:
+        config = row["config"]
+        assert row["env_steps"] == row["expected_env_steps"] == row["seeds"] * config[
+            "total_env_steps"]
+        assert row["grad_steps"] == row["expected_grad_steps"] > 0
+        for name in ("compile_s", "run_s", "env_steps_per_s", "grad_steps_per_s",
+                     "env_steps_per_s_per_seed"):
+            assert _positive(row[name]), (row["seeds"], name)
+        assert row["env_steps_per_s"] == pytest.approx(row["env_steps"] / row["run_s"])
+        assert len(row["eval_return"]) == row["seeds"]
+        assert all(math.isfinite(x) for x in row["eval_return"])
+
+
+def test_expected_counts_follow_the_schedule():
+    # 1 env, learning starts 256: iterations 0..254 random, 255 first learns -> 65 of 320
+    assert bench_gpu.expected_counts(bench_gpu.train_config(1, 320, 8)) == (320, 65)
+    # 64 envs, 8 gradient steps per iteration: ceil(256/64) = 4 warm-up iterations
+    assert bench_gpu.expected_counts(bench_gpu.train_config(64, 10, 8)) == (640, 7 * 8)
+    # more envs than learning_starts: the first iteration already learns
+    assert bench_gpu.expected_counts(bench_gpu.train_config(4096, 3, 8)) == (3 * 4096, 3 * 8)
+
+
+@pytest.mark.parametrize("sizes", [bench_gpu.GPU, bench_gpu.SMALLEST], ids=["gpu", "smallest"])
+def test_sizes_are_valid_configs(sizes):
+    steps = sizes.grad_steps_per_iteration
+    configs = [(bench_gpu.train_config(e, i, steps, learning_starts=sizes.learning_starts),
+                1 if e == 1 else steps) for e, i in sizes.env_runs]
+    e = sizes.seed_num_envs  # section 3: one gradient step per env step
+    configs.append((bench_gpu.train_config(e, sizes.seed_iterations, e,
+                                           learning_starts=sizes.learning_starts), e))
+    for config, per_iteration in configs:
+        assert round(config.utd_ratio * config.num_envs) == per_iteration
+        assert config.buffer_capacity % config.num_envs == 0
+        assert config.batch_size <= config.buffer_capacity
+        assert config.total_env_steps % config.log_every == 0
+        assert config.log_every % config.num_envs == 0
+        assert bench_gpu.expected_counts(config)[1] > 0
+        jaxsac.make_train(config)  # validates eagerly; nothing is compiled
+
+
+def test_budget_skips_and_still_writes(tmp_path):
+    path = tmp_path / "gpu.json"
+    result = bench_gpu.run_all(bench_gpu.SMALLEST, budget_s=-1.0, out_json=str(path),
+                               log=lambda *_: None)
+    assert result["skipped"] == ["updates", "envs=1", "seeds=2"]
+    assert json.loads(path.read_text())["skipped"] == result["skipped"]
+    assert "Skipped (time budget)" in bench_gpu.markdown(result)
+
+
+def test_keep_going_records_failures(monkeypatch, tmp_path):
+    def fail(*args, **kwargs):
+        raise RuntimeError("out of memory")
+
+    for name in ("bench_updates", "bench_envs", "bench_seeds"):
+        monkeypatch.setattr(bench_gpu, name, fail)
+    path = tmp_path / "gpu.json"
+    result = bench_gpu.run_all(bench_gpu.SMALLEST, out_json=str(path), log=lambda *_: None,
+                               keep_going=True)
+    assert set(result["errors"]) == {"updates", "envs=1", "seeds=2"}
+    assert json.loads(path.read_text())["errors"]["envs=1"] == "RuntimeError: out of memory"
+    assert "Failed: seeds=2" in bench_gpu.markdown(result)
+    with pytest.raises(RuntimeError):
+        bench_gpu.run_all(bench_gpu.SMALLEST, log=lambda *_: None)
