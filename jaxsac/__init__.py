@@ -3,39 +3,53 @@
     config = jaxsac.tuned("Pendulum-v1")
     result = jaxsac.train(config)                      # any backend
     train_fn = jaxsac.make_train(config)               # JAX envs: key -> (TrainState, metrics)
+    policy = jaxsac.load_policy("runs/pendulum/checkpoints")
+
+The package is layered: each module imports only from the layers listed before its own
+(docs/architecture.md; tests/test_layers.py enforces it):
+
+    records       types, checks
+    config        config
+    components    envs, networks, connectors, agents, logger, distributed, tuned
+    pieces        replay, learner, runners, sharding
+    schedule      schedule, metrics
+    assembly      program
+    shared steps  iteration, evaluation
+    loops         loop, host_loop, checkpoint
+    entry points  train, policy
 """
 
 from jaxsac import (
+    checkpoint,
     connectors,
     distributed,
     envs,
     learner,
-    multi_agent,
     networks,
     replay,
+    runners,
     sharding,
+    tuned,
 )
-from jaxsac.algorithm import (
-    TrainResult,
-    TrainState,
-    evaluate,
-    make_train,
-    train,
-    training_step,
-)
-from jaxsac.checkpoint import load_policy
 from jaxsac.config import SACConfig
+from jaxsac.evaluation import evaluate
 from jaxsac.learner import LearnerState, make_learner
-from jaxsac.tuned import tuned
-from jaxsac.types import Batch, Step
+from jaxsac.loop import make_train
+from jaxsac.policy import Policy, load_policy
+from jaxsac.program import TrainState
+from jaxsac.train import TrainResult, train
+from jaxsac.types import Batch, EpisodeInfo, Step
 
 __all__ = [
     "Batch",
+    "EpisodeInfo",
     "LearnerState",
+    "Policy",
     "SACConfig",
     "Step",
     "TrainResult",
     "TrainState",
+    "checkpoint",
     "connectors",
     "distributed",
     "envs",
@@ -44,12 +58,11 @@ __all__ = [
     "load_policy",
     "make_learner",
     "make_train",
-    "multi_agent",
     "networks",
     "replay",
+    "runners",
     "sharding",
     "train",
-    "training_step",
     "tuned",
 ]
 __version__ = "0.1.0"

@@ -1,14 +1,14 @@
-"""Checkpoints of a run with Orbax: `save`, `restore`, `latest_step`, and `load_policy`.
+"""Checkpoints of a run with Orbax: `save`, `restore`, `latest_step`, and the actor
+alone for `jaxsac.load_policy` (`restore_actor`).
 
     checkpoint.save("runs/x/checkpoints", train_state, config, step=env_steps)
     state, config = checkpoint.restore("runs/x/checkpoints")              # newest step
-    policy = checkpoint.load_policy("runs/x/checkpoints")                 # obs -> action
 
 A checkpoint is one Orbax step folder `<directory>/<env steps>/` with these items:
 
     learner   LearnerState leaves: params, target critics, optimizer states, log α, ...
-    runner    runner state: JAX env states, running episode sums, observation statistics
-              (gymnasium runs: the observation statistics only)
+    runner    TrainState.runner: JAX env states, running episode sums, observation
+              statistics (gymnasium runs: the observation statistics only)
     progress  the run's key (as key data), iteration counter, completed-episode stats
     buffer    ReplayState leaves (only when `config.checkpoint_buffer`)
     config    the SACConfig as JSON
@@ -33,7 +33,7 @@ import functools
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium
 import jax
@@ -41,20 +41,22 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-from jaxsac import connectors, envs
+from jaxsac import checks, connectors, envs
 from jaxsac.config import SACConfig
+from jaxsac.program import build_program, example_step, host_program, init_state, make_buffer
 
 FORMAT_VERSION = 1
 ARRAY_ITEMS = ("learner", "runner", "progress", "buffer")
-"""Orbax items holding arrays; TrainState fields other than these three go to progress."""
+"""Orbax items holding arrays. The TrainState fields learner, runner and buffer each have
+an item of their own; every other field (key, iteration, episodes) goes to progress."""
 
 STRUCTURAL_FIELDS = ("env_id", "num_envs", "hidden_sizes", "num_q", "activation",
                      "buffer_capacity", "prioritized", "num_agents", "policy_mapping")
 """SACConfig fields a restored state must share with the requested config: they fix the
 arrays' shapes (or, for `activation`, what the parameters mean)."""
 
-__all__ = ["CorruptCheckpointError", "Policy", "config_differences", "latest_step", "load_policy",
-           "restore", "save"]
+__all__ = ["CorruptCheckpointError", "config_differences", "latest_step", "restore",
+           "restore_actor", "save", "StoredActor"]
 
 
 class CorruptCheckpointError(RuntimeError):
@@ -149,15 +151,6 @@ def _describe(x: Any) -> list[Any]:
 # --- env spaces ----------------------------------------------------------------------
 
 
-def _backend(config: SACConfig) -> str:
-    """The backend a run of `config` uses: "jax" or "gymnasium"."""
-    if config.backend == "gymnasium":
-        return "gymnasium"
-    if config.backend == "jax" or envs.has_jax_env(config.env_id):
-        return "jax"
-    return "gymnasium"
-
-
 @functools.lru_cache(maxsize=32)
 def _spaces(env_id: str, backend: str) -> tuple[gymnasium.Space, gymnasium.Space]:
     env = envs.make(env_id, backend=backend)
@@ -165,10 +158,11 @@ def _spaces(env_id: str, backend: str) -> tuple[gymnasium.Space, gymnasium.Space
 
 
 def _env_meta(config: SACConfig) -> dict[str, Any]:
-    obs_space, act_space = _spaces(config.env_id, _backend(config))
-    return {"backend": _backend(config), "obs_shape": list(obs_space.shape),
+    backend = envs.resolve_backend(config.env_id, config.backend)
+    obs_space, act_space = _spaces(config.env_id, backend)
+    return {"backend": backend, "obs_shape": list(obs_space.shape),
             "obs_dim": connectors.flat_obs_dim(obs_space),
-            "act_dim": int(np.prod(act_space.shape)), "act_shape": list(act_space.shape),
+            "act_dim": connectors.flat_action_dim(act_space), "act_shape": list(act_space.shape),
             "act_low": np.asarray(act_space.low, np.float64).ravel().tolist(),
             "act_high": np.asarray(act_space.high, np.float64).ravel().tolist()}
 
@@ -178,15 +172,13 @@ def _env_meta(config: SACConfig) -> dict[str, Any]:
 
 def _check_directory(directory: Any, caller: str) -> str:
     if not isinstance(directory, (str, os.PathLike)) or not os.fspath(directory):
-        raise ValueError(f"checkpoint.{caller}: directory={directory!r} is invalid: must be "
-                         "a non-empty path")
+        checks.fail(f"checkpoint.{caller}", "directory", directory, "a non-empty path")
     return os.path.abspath(os.fspath(directory))
 
 
 def _check_step(step: Any, caller: str) -> int:
-    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
-        raise ValueError(f"checkpoint.{caller}: step={step!r} is invalid: must be an integer "
-                         ">= 0 (env steps)")
+    if not checks.is_int(step) or step < 0:
+        checks.fail(f"checkpoint.{caller}", "step", step, "an integer >= 0 (env steps)")
     return int(step)
 
 
@@ -357,23 +349,15 @@ def config_differences(stored: SACConfig, requested: SACConfig,
 
 def _init_fn(config: SACConfig, meta: dict[str, Any]) -> Callable[[jax.Array], Any]:
     """key -> a fresh TrainState shaped like the stored one (one seed)."""
-    from jaxsac import algorithm
-    from jaxsac.learner import Hyperparams, make_learner
-
-    hparams = Hyperparams.from_config(config)
     if meta["backend"] == "jax":
-        program = algorithm.build_program(config)
-        return lambda key: algorithm.init_state(program, key, hparams)
-    obs_dim, act_dim = meta["obs_dim"], meta["act_dim"]
-    to_module = connectors.EnvToModule(normalize=config.normalize_obs)
-    program = algorithm.Program(config, None, make_learner(config, obs_dim, act_dim),
-                                algorithm.make_buffer(config, config.gamma), None, to_module,
-                                obs_dim, act_dim)
+        program = build_program(config)
+    else:
+        program = host_program(config, meta["obs_dim"], meta["act_dim"])
     with_runner = "runner" in meta["arrays"]
 
     def init(key):
-        state = algorithm.init_state(program, key, hparams)
-        return state.replace(runner=to_module.init(obs_dim)) if with_runner else state
+        state = init_state(program, key)
+        return state if with_runner else state.replace(runner=None)
 
     return init
 
@@ -393,11 +377,8 @@ def _init_template(config: SACConfig, meta: dict[str, Any]) -> Any:
 
 def _empty_buffer(config: SACConfig, meta: dict[str, Any]) -> Any:
     """A fresh ReplayState for the stored shapes (with the seed axis, if any)."""
-    from jaxsac import algorithm
-
-    buffer = algorithm.make_buffer(config, config.gamma)
-    empty = jax.jit(lambda: buffer.init(algorithm.example_step(meta["obs_dim"],
-                                                               meta["act_dim"])))()
+    buffer = make_buffer(config, config.gamma)
+    empty = jax.jit(lambda: buffer.init(example_step(meta["obs_dim"], meta["act_dim"])))()
     if meta["seed_axis"]:
         empty = jax.tree.map(lambda x: jnp.broadcast_to(x, (meta["num_seeds"], *x.shape)),
                              empty)
@@ -519,59 +500,34 @@ def restore(directory: str | os.PathLike, step: int | None = None, *,
     return state, stored_config
 
 
-# --- load_policy ---------------------------------------------------------------------
+# --- the actor alone (load_policy) -------------------------------------------------
 
 
-class Policy:
-    """The deterministic policy of a checkpoint: obs -> env action (numpy).
+class StoredActor(NamedTuple):
+    """What acting needs from one checkpoint step (see `restore_actor`).
 
-    obs: one observation [*obs_shape] or a batch [B, *obs_shape]. Returns the action
-    tanh(μ) rescaled to the env's action Box: [*act_shape] or [B, *act_shape].
-    Attributes: config, step, actor_params, obs_stats (observation statistics).
+    config: the stored SACConfig. step: its env steps. actor_params: one module's actor
+    parameters (no seed or module axis). obs_stats: its observation statistics.
+    meta: the stored env metadata (obs_shape, obs_dim, act_dim, act_shape, act_low,
+    act_high, backend).
     """
 
-    def __init__(self, config: SACConfig, step: int, actor_params: Any, obs_stats: Any,
-                 meta: dict[str, Any]):
-        from jaxsac.learner import make_learner
-
-        self.config, self.step = config, step
-        self.actor_params, self.obs_stats = actor_params, obs_stats
-        self.obs_shape = tuple(meta["obs_shape"])
-        learner = make_learner(config, meta["obs_dim"], meta["act_dim"])
-        to_module = connectors.EnvToModule(normalize=config.normalize_obs)
-        act_space = gymnasium.spaces.Box(np.asarray(meta["act_low"], np.float32),
-                                         np.asarray(meta["act_high"], np.float32),
-                                         dtype=np.float32)
-        self._to_env = connectors.module_to_env(act_space)
-        self._act_shape = tuple(meta["act_shape"])
-        key = jax.random.key(0)  # unused by the deterministic action
-        self._act = jax.jit(lambda params, stats, obs: learner.act(
-            params, to_module.apply(stats, obs), key, deterministic=True))
-
-    def __call__(self, obs: Any) -> np.ndarray:
-        obs = np.asarray(obs, np.float32)
-        single = obs.shape == self.obs_shape
-        if not single and obs.shape[1:] != self.obs_shape:
-            raise ValueError(f"Policy: obs of shape {obs.shape}; expected {self.obs_shape} "
-                             f"or (B, {', '.join(map(str, self.obs_shape))})")
-        batch = connectors.flatten_obs(obs[None] if single else obs)
-        action = np.asarray(self._act(self.actor_params, self.obs_stats, batch))
-        env_action = self._to_env(action).reshape((-1, *self._act_shape))
-        return env_action[0] if single else env_action
-
-    def __repr__(self) -> str:
-        return f"Policy({self.config.env_id!r}, step={self.step})"
+    config: SACConfig
+    step: int
+    actor_params: Any
+    obs_stats: Any
+    meta: dict[str, Any]
 
 
-def load_policy(directory: str | os.PathLike, step: int | None = None, *,
-                seed_index: int = 0, module_id: int = 0) -> Policy:
-    """The deterministic policy of checkpoint `step` (the newest when None).
+def restore_actor(directory: str | os.PathLike, step: int | None = None, *,
+                  seed_index: int = 0, module_id: int = 0) -> StoredActor:
+    """One module's actor parameters and observation statistics from checkpoint `step`
+    (the newest when None), with the stored config and env metadata.
 
-    Reads only the learner and runner items (never the replay buffer). For a checkpoint
-    of several seeds, `seed_index` picks one; for a multi-agent run with independent
-    modules, `module_id` picks one module (agent `module_id`'s policy; the only module,
-    0, otherwise). Works in a fresh process: everything it needs (config, env action
-    bounds) is in the checkpoint.
+    Reads only the actor's parameters and the statistics (never the replay buffer). For
+    a checkpoint of several seeds, `seed_index` picks one; for a multi-agent run with
+    independent modules, `module_id` picks one module (agent `module_id`'s; the only
+    module, 0, otherwise).
     """
     directory = _check_directory(directory, "load_policy")
     step, _ = _resolve_step(directory, step, "load_policy")
@@ -613,9 +569,9 @@ def load_policy(directory: str | os.PathLike, step: int | None = None, *,
             warnings.warn(f"checkpoint step {step} in {directory} has no observation "
                           "statistics (saved without a runner state) although "
                           "normalize_obs=True: the policy sees unnormalized observations",
-                          stacklevel=2)
+                          stacklevel=3)
         stats = connectors.init_obs_norm(meta["obs_dim"])
-    return Policy(config, step, actor, stats, meta)
+    return StoredActor(config, step, actor, stats, meta)
 
 
 def _unflatten_subtree(template: Any, arrays: dict[str, Any], prefix: str,

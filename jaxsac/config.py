@@ -1,6 +1,6 @@
 """SACConfig: every setting of a jaxsac run in one frozen, validated, hashable dataclass.
 
-The defaults are those of REFERENCE.md ("Defaults"). A config is static: it is hashed as a
+The defaults are those of docs/semantics.md ("Defaults"). A config is static: it is hashed as a
 `jax.jit` static argument and never traced. Values that must vary under `vmap` (learning
 rates, tau, initial alpha, gamma in a sweep) are passed to `make_train` separately.
 """
@@ -11,6 +11,10 @@ import dataclasses
 import json
 import math
 from typing import Any, Literal
+
+import numpy as np
+
+from jaxsac import checks
 
 BACKENDS = ("auto", "jax", "gymnasium")
 ACTIVATIONS = ("relu", "tanh", "elu", "gelu", "silu", "leaky_relu")
@@ -26,8 +30,10 @@ class SACConfig:
 
     `n_step` is an int (fixed n) or a pair `(n_min, n_max)`: each sample draws n
     uniformly from {n_min, ..., n_max}. `target_entropy` is a float or "auto" (-|A|).
-    `utd_ratio` is gradient steps per env step: `round(utd_ratio * num_envs)` per
-    training step, or one every `1 / utd_ratio` env steps when that is below one.
+    `utd_ratio` is gradient steps per env step: each iteration (every env steps once)
+    takes `round(utd_ratio * num_envs)` gradient steps (Python's round, halves to even)
+    while that is at least one; when it rounds to zero (utd_ratio * num_envs <= 0.5), one
+    gradient step every `round(1 / (utd_ratio * num_envs))` iterations.
     """
 
     env_id: str = "Pendulum-v1"
@@ -92,7 +98,7 @@ class SACConfig:
     num_q: int = 2
     """Critics in the ensemble; targets use their minimum."""
     utd_ratio: float = 1.0
-    """Gradient steps per env step."""
+    """Gradient steps per env step (see the class docstring for how it is rounded)."""
     target_network_update_freq: int = 1
     """Gradient steps between Polyak target updates."""
     hidden_sizes: tuple[int, ...] = (256, 256)
@@ -139,10 +145,13 @@ class SACConfig:
     """Continue from the latest checkpoint in checkpoint_dir."""
 
     def __post_init__(self) -> None:
-        for name in ("n_step", "hidden_sizes"):
-            value = getattr(self, name)
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
             if isinstance(value, list):  # from JSON or a CLI
-                object.__setattr__(self, name, tuple(value))
+                value = tuple(value)
+            if isinstance(value, tuple):
+                value = tuple(_python_scalar(v) for v in value)
+            object.__setattr__(self, field.name, _python_scalar(value))
         _validate(self)
 
     @property
@@ -198,88 +207,51 @@ def _jsonable(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _fail(name: str, value: Any, allowed: str) -> None:
-    raise ValueError(f"SACConfig.{name}={value!r} is invalid: must be {allowed}")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _check_int(config: SACConfig, name: str, minimum: int) -> None:
-    value = getattr(config, name)
-    if not _is_int(value) or value < minimum:
-        _fail(name, value, f"an integer >= {minimum}")
-
-
-def _check_real(config: SACConfig, name: str, low: float, high: float, *, open_low: bool) -> None:
-    value = getattr(config, name)
-    below = value <= low if open_low else value < low
-    if not _is_real(value) or below or value > high:
-        bracket = "(" if open_low else "["
-        _fail(name, value, f"a finite number in {bracket}{low}, {high}]")
-
-
-def _check_choice(config: SACConfig, name: str, choices: tuple[str, ...]) -> None:
-    value = getattr(config, name)
-    if value not in choices:
-        _fail(name, value, f"one of {list(choices)}")
+def _python_scalar(value: Any) -> Any:
+    """numpy scalars as Python numbers (a config is hashed and written as JSON)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _validate(c: SACConfig) -> None:
+    owner = "SACConfig"
     if not isinstance(c.env_id, str) or not c.env_id:
-        _fail("env_id", c.env_id, "a non-empty gymnasium environment id")
-    _check_choice(c, "backend", BACKENDS)
-    _check_choice(c, "vectorization", VECTORIZATIONS)
-    _check_choice(c, "activation", ACTIVATIONS)
-    _check_choice(c, "critic_loss", CRITIC_LOSSES)
-    _check_choice(c, "policy_mapping", POLICY_MAPPINGS)
-    _check_choice(c, "prng_impl", PRNG_IMPLS)
-    for name in ("num_envs", "num_agents", "batch_size", "num_q", "target_network_update_freq"):
-        _check_int(c, name, 1)
-    for name in ("total_env_steps", "learning_starts", "max_env_restarts", "seed",
-                 "priority_beta_steps", "checkpoint_every"):
-        _check_int(c, name, 0)
-    for name in ("log_every", "eval_episodes", "max_to_keep", "host_block_steps"):
-        _check_int(c, name, 1)
+        checks.fail(owner, "env_id", c.env_id, "a non-empty gymnasium environment id")
+    for name, choices in (("backend", BACKENDS), ("vectorization", VECTORIZATIONS),
+                          ("activation", ACTIVATIONS), ("critic_loss", CRITIC_LOSSES),
+                          ("policy_mapping", POLICY_MAPPINGS), ("prng_impl", PRNG_IMPLS)):
+        checks.check_choice(owner, name, getattr(c, name), choices)
+    minimums = {"num_envs": 1, "num_agents": 1, "batch_size": 1, "num_q": 1,
+                "target_network_update_freq": 1, "total_env_steps": 0, "learning_starts": 0,
+                "max_env_restarts": 0, "seed": 0, "priority_beta_steps": 0,
+                "checkpoint_every": 0, "log_every": 1, "eval_episodes": 1, "max_to_keep": 1,
+                "host_block_steps": 1}
+    for name, minimum in minimums.items():
+        checks.check_int(owner, name, getattr(c, name), minimum)
     if c.data_shards is not None:
-        _check_int(c, "data_shards", 1)
+        checks.check_int(owner, "data_shards", c.data_shards, 1)
         for name in ("num_envs", "batch_size"):
             if getattr(c, name) % c.data_shards:
-                _fail(name, getattr(c, name),
-                      f"a multiple of data_shards={c.data_shards} (each shard gets an equal part)")
-    _check_int(c, "buffer_capacity", c.num_envs)
+                checks.fail(owner, name, getattr(c, name), f"a multiple of data_shards="
+                            f"{c.data_shards} (each shard gets an equal part)")
+    checks.check_int(owner, "buffer_capacity", c.buffer_capacity, c.num_envs)
     if c.buffer_capacity % c.num_envs:
-        _fail("buffer_capacity", c.buffer_capacity,
-              f"a multiple of num_envs={c.num_envs} (each env gets an equal ring)")
-    _check_real(c, "gamma", 0.0, 1.0, open_low=False)
-    _check_real(c, "tau", 0.0, 1.0, open_low=True)
-    for name in ("actor_lr", "critic_lr", "alpha_lr", "initial_alpha"):
-        _check_real(c, name, 0.0, math.inf, open_low=True)
-    _check_real(c, "utd_ratio", 0.0, math.inf, open_low=True)
-    _check_real(c, "priority_alpha", 0.0, math.inf, open_low=False)
-    _check_real(c, "priority_beta", 0.0, 1.0, open_low=False)
-    _check_real(c, "priority_eps", 0.0, math.inf, open_low=True)
+        checks.fail(owner, "buffer_capacity", c.buffer_capacity,
+                    f"a multiple of num_envs={c.num_envs} (each env gets an equal ring)")
+    checks.check_real(owner, "gamma", c.gamma, 0.0, 1.0)
+    checks.check_real(owner, "tau", c.tau, 0.0, 1.0, open_low=True)
+    for name in ("actor_lr", "critic_lr", "alpha_lr", "initial_alpha", "utd_ratio",
+                 "priority_eps"):
+        checks.check_real(owner, name, getattr(c, name), 0.0, math.inf, open_low=True)
+    checks.check_real(owner, "priority_alpha", c.priority_alpha, 0.0, math.inf)
+    checks.check_real(owner, "priority_beta", c.priority_beta, 0.0, 1.0)
     if c.priority_beta_final is not None:
-        _check_real(c, "priority_beta_final", 0.0, 1.0, open_low=False)
+        checks.check_real(owner, "priority_beta_final", c.priority_beta_final, 0.0, 1.0)
     if c.grad_clip is not None:
-        _check_real(c, "grad_clip", 0.0, math.inf, open_low=True)
-    if not (c.target_entropy == "auto" or _is_real(c.target_entropy)):
-        _fail("target_entropy", c.target_entropy, '"auto" or a finite number')
-    _validate_n_step(c.n_step)
+        checks.check_real(owner, "grad_clip", c.grad_clip, 0.0, math.inf, open_low=True)
+    if not (c.target_entropy == "auto" or checks.is_real(c.target_entropy)):
+        checks.fail(owner, "target_entropy", c.target_entropy, '"auto" or a finite number')
+    checks.check_n_step(owner, c.n_step)
     if (not isinstance(c.hidden_sizes, tuple) or not c.hidden_sizes
-            or not all(_is_int(h) and h >= 1 for h in c.hidden_sizes)):
-        _fail("hidden_sizes", c.hidden_sizes, "a non-empty tuple of positive integers")
-
-
-def _validate_n_step(n_step: Any) -> None:
-    fixed_ok = _is_int(n_step) and n_step >= 1
-    range_ok = (isinstance(n_step, tuple) and len(n_step) == 2
-                and all(_is_int(n) for n in n_step) and 1 <= n_step[0] <= n_step[1])
-    if not (fixed_ok or range_ok):
-        _fail("n_step", n_step,
-              "an integer >= 1 or a pair (n_min, n_max) with 1 <= n_min <= n_max")
+            or not all(checks.is_int(h) and h >= 1 for h in c.hidden_sizes)):
+        checks.fail(owner, "hidden_sizes", c.hidden_sizes,
+                    "a non-empty tuple of positive integers")

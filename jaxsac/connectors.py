@@ -4,9 +4,9 @@
             --module-to-env--> env action (Box units)
     sampled Batch --learner connectors--> Batch the learner trains on
 
-Each connector is a pure function; `compose` chains them into a pipeline. The only
-stateful one, running observation normalization, keeps its statistics in an
-`ObsNormState` pytree that lives in the runner state and is saved with checkpoints.
+Each connector is a pure function. The only stateful one, running observation
+normalization, keeps its statistics in an `ObsNormState` pytree that lives in the
+runner state (`TrainState.runner`) and is saved with checkpoints.
 Functions that only use arithmetic and `.clip` accept numpy or JAX arrays and return
 the same kind, so the host runner can use them without a device round trip.
 """
@@ -27,17 +27,6 @@ from jaxsac.types import Batch
 Array = Any  # a numpy or JAX array
 
 
-def compose(*connectors: Callable[[Array], Array]) -> Callable[[Array], Array]:
-    """The pipeline applying `connectors` left to right."""
-
-    def pipeline(x: Array) -> Array:
-        for connector in connectors:
-            x = connector(x)
-        return x
-
-    return pipeline
-
-
 # --- env-to-module -----------------------------------------------------------------
 
 
@@ -50,6 +39,11 @@ def flatten_obs(obs: Array, batch_dims: int = 1) -> Array:
 def flat_obs_dim(observation_space: gymnasium.Space) -> int:
     """obs_dim after flattening (gymnasium's flatdim: one-hot for Discrete parts)."""
     return int(gymnasium.spaces.flatdim(observation_space))
+
+
+def flat_action_dim(action_space: gymnasium.spaces.Box) -> int:
+    """act_dim: the number of entries of one action of the Box `action_space`."""
+    return int(np.prod(action_space.shape))
 
 
 @struct.dataclass

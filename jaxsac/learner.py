@@ -17,11 +17,17 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxsac import checks
+from jaxsac.agents import AgentLayout
 from jaxsac.config import SACConfig
 from jaxsac.networks import Actor, QEnsemble, deterministic_action, sample_action
 from jaxsac.types import Batch
 
 Params = Any
+
+METRICS = ("qf_loss", "policy_loss", "alpha_loss", "alpha", "log_alpha", "entropy",
+           "q_mean", "q_min", "q_max", "td_error_mean")
+"""The names of the metrics `Learner.update` returns for each gradient step."""
 
 
 class Hyperparams(NamedTuple):
@@ -95,9 +101,8 @@ def _optimizer(grad_clip: float | None) -> optax.GradientTransformation:
 
 def make_learner(config: SACConfig, obs_dim: int, act_dim: int) -> Learner:
     """Build the pure learner functions for observations [obs_dim] and actions [act_dim]."""
-    for name, value in (("obs_dim", obs_dim), ("act_dim", act_dim)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"make_learner: {name}={value!r} is invalid: must be an integer >= 1")
+    checks.check_int("make_learner", "obs_dim", obs_dim, 1)
+    checks.check_int("make_learner", "act_dim", act_dim, 1)
     actor = Actor(act_dim, config.hidden_sizes, config.activation)
     critic = QEnsemble(config.num_q, config.hidden_sizes, config.activation)
     optimizer = _optimizer(config.grad_clip)
@@ -228,8 +233,46 @@ def make_learner(config: SACConfig, obs_dim: int, act_dim: int) -> Learner:
             "q_min": jnp.min(q),
             "q_max": jnp.max(q),
             "td_error_mean": jnp.mean(td_error),
-            "target_updates": step // config.target_network_update_freq,
         }
         return new_state, metrics, td_error
 
     return Learner(init=init, update=update, act=act, loss=loss)
+
+
+# --- several modules (multi-agent) ---------------------------------------------------
+
+
+def _learner_axes() -> LearnerState:
+    """vmap axes of a stacked LearnerState: a module axis on everything but `hparams`."""
+    return LearnerState(*([0] * (len(LearnerState.__dataclass_fields__) - 1)), hparams=None)
+
+
+def stacked_learner(learner: Learner, config: SACConfig, layout: AgentLayout) -> Learner:
+    """`learner` vmapped over M modules (`learner` itself for one module).
+
+    init(key, hparams) -> LearnerState with leaves [M, ...] (hparams shared, unstacked).
+    update(state, batch [M, B], key) -> (state, metrics [M], td_error [M, B]).
+    act(actor_params [M, ...], obs [E·N, obs_dim], key, deterministic) -> [E·N, act_dim]:
+        each column acts with its agent's module.
+    loss(params [M], target_critic_params [M], batch [M, B], keys [M]): per module.
+    """
+    if layout.num_modules == 1:
+        return learner
+    axes = _learner_axes()
+
+    def init(key: jax.Array, hparams: Hyperparams | None = None) -> LearnerState:
+        hparams = Hyperparams.from_config(config) if hparams is None else hparams
+        return jax.vmap(lambda k: learner.init(k, hparams), out_axes=axes)(
+            layout.module_keys(key))
+
+    def update(state: LearnerState, batch: Any, key: jax.Array):
+        return jax.vmap(learner.update, in_axes=(axes, 0, 0), out_axes=(axes, 0, 0))(
+            state, batch, layout.module_keys(key))
+
+    def act(actor_params: Any, obs: jax.Array, key: jax.Array,
+            deterministic: bool = False) -> jax.Array:
+        actions = jax.vmap(lambda p, o, k: learner.act(p, o, k, deterministic))(
+            actor_params, layout.to_modules(obs), layout.module_keys(key))
+        return layout.from_modules(actions)
+
+    return Learner(init=init, update=update, act=act, loss=jax.vmap(learner.loss))

@@ -48,7 +48,6 @@ class RunLogger:
                  progress: bool = True, start_env_steps: int = 0):
         self.log_dir = log_dir
         self.num_seeds = num_seeds
-        self.rows: list[dict[str, Any]] = []
         self._csv_file = None
         self._csv: csv.DictWriter | None = None
         self._tb = None
@@ -65,7 +64,6 @@ class RunLogger:
         env_steps = int(per_seed["env_steps"][0])
         for seed in range(self.num_seeds):
             row = {"seed": seed, **{k: v[seed].item() for k, v in per_seed.items()}}
-            self.rows.append(row)
             self._write_csv(row)
             if self._tb is not None:
                 prefix = f"seed{seed}/" if self.num_seeds > 1 else ""

@@ -24,9 +24,10 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
 }
 
 
-# Kernels start uniform in ±1/sqrt(fan_in), PyTorch's nn.Linear default (the reference
-# implementation's); biases start at zero. On the tuned Pendulum-v1 this learns more
-# reliably than flax's default lecun_normal, whose weights are √3 times larger.
+# Kernels start uniform in ±1/sqrt(fan_in), as PyTorch's nn.Linear default kernels do (the
+# reference implementation's); biases start at zero (PyTorch draws them in the same
+# range). On the tuned Pendulum-v1 this learns more reliably than flax's default
+# lecun_normal, whose weights are √3 times larger.
 KERNEL_INIT = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
 
 

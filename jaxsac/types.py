@@ -1,6 +1,6 @@
 """The records that flow between env runners, the replay buffer and the learner.
 
-Both are NamedTuples, so they are pytrees: `jit`, `vmap` and `tree_map` see their fields.
+All are NamedTuples, so they are pytrees: `jit`, `vmap` and `tree_map` see their fields.
 Shapes below are for one item; a batch adds leading axes (`[num_envs]` for a `Step` from
 a vectorised runner, `[batch_size]` for a `Batch`).
 """
@@ -54,3 +54,16 @@ class Batch(NamedTuple):
     n_step: jax.Array
     weights: jax.Array
     indices: jax.Array
+
+
+class EpisodeInfo(NamedTuple):
+    """Episodes that ended at this step, per env (leading axis num_envs, E).
+
+    done: [E] bool, the env's episode ended at this step (terminated or truncated).
+    episode_return: [E] float32, where done the sum of that episode's rewards, else 0.
+    episode_length: [E] int32, where done its number of env steps, else 0.
+    """
+
+    done: jax.Array
+    episode_return: jax.Array
+    episode_length: jax.Array

@@ -6,7 +6,7 @@
         log periods that call ran, or {"error": type, "message": ...} when it raised.
     python tests/checkpoint_child.py policy DIRECTORY SEED NUM_EPISODES
         drives NUM_EPISODES gymnasium Pendulum-v1 envs (env i reset with seed SEED + i)
-        with jaxsac.checkpoint.load_policy(DIRECTORY); the last stdout line is JSON
+        with jaxsac.load_policy(DIRECTORY); the last stdout line is JSON
         {"returns": [...]}.
 """
 
@@ -35,7 +35,7 @@ def policy_returns(directory: str, seed: int, num_episodes: int) -> dict:
     import gymnasium
     import numpy as np
 
-    from jaxsac.checkpoint import load_policy
+    from jaxsac import load_policy
 
     policy = load_policy(directory)
     envs = [gymnasium.make("Pendulum-v1") for _ in range(num_episodes)]

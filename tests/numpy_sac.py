@@ -1,6 +1,7 @@
 """A float64 NumPy re-implementation of the SAC networks and losses, for tests.
 
-Written from REFERENCE.md, independently of jaxsac's JAX code: it reads flax parameter
+Written from docs/semantics.md, independently of jaxsac's JAX code: it reads flax
+parameter
 dicts and recomputes forward passes, log-probabilities and losses in float64.
 """
 
@@ -55,7 +56,7 @@ def squashed_sample(mean, log_std, noise):
 
 def sac_losses(actor_params, critic_params, target_params, log_alpha, batch, next_noise,
                policy_noise, target_entropy, critic_loss="mse"):
-    """Critic target, the three losses and the TD error (REFERENCE.md "Losses")."""
+    """Critic target, the three losses and the TD error (docs/semantics.md, "Losses")."""
     f64 = {k: np.asarray(v, np.float64) for k, v in batch._asdict().items()}
     alpha = np.exp(float(log_alpha))
     next_mean, next_log_std = actor(actor_params, f64["next_obs"])

@@ -69,8 +69,8 @@ def run(mode: str, config, keys, mesh):
 def initial_state(config, keys):
     import jax
 
-    from jaxsac.algorithm import build_program, init_state
     from jaxsac.learner import Hyperparams
+    from jaxsac.program import build_program, init_state
 
     program = build_program(config)
     init = lambda key: init_state(program, key, Hyperparams.from_config(config))
@@ -99,7 +99,7 @@ def main(argv: list[str]) -> None:
 
     import jaxsac
     from jaxsac import sharding
-    from jaxsac.algorithm import run_keys
+    from jaxsac.program import run_keys
 
     mode, config_json, *rest = argv
     if mode not in ("make_train", "train"):

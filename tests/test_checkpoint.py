@@ -23,28 +23,18 @@ import pytest
 
 import jaxsac
 from jaxsac import checkpoint
-from jaxsac.algorithm import Checkpoints, build_program, init_state
 from jaxsac.checkpoint import CorruptCheckpointError
 from jaxsac.learner import Hyperparams
+from jaxsac.program import build_program, init_state
+from jaxsac.train import CheckpointSchedule
+from tests import helpers
+from tests.helpers import leaves_equal
 
 CHILD = Path(__file__).with_name("checkpoint_child.py")
 ROOT = Path(__file__).resolve().parents[1]
-TINY = dict(hidden_sizes=(32, 32), batch_size=32, buffer_capacity=2_000, learning_starts=200,
-            log_every=200, eval_episodes=2, checkpoint_every=200)
+TINY = {**{k: v for k, v in helpers.TINY.items() if k != "total_env_steps"},
+        "learning_starts": 200, "checkpoint_every": 200}
 TMP_SUFFIX = ".orbax-checkpoint-tmp"
-
-
-def leaves_equal(a, b) -> bool:
-    """Bit-equal pytrees of the same structure (typed keys compared by their data)."""
-    def same(x, y):
-        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-            x, y = jax.random.key_data(x), jax.random.key_data(y)
-        x, y = np.asarray(x), np.asarray(y)
-        return x.dtype == y.dtype and bool(np.array_equal(
-            x, y, equal_nan=np.issubdtype(x.dtype, np.floating)))
-    if jax.tree.structure(a) != jax.tree.structure(b):
-        return False
-    return all(same(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
 
 
 @pytest.fixture(scope="module")
@@ -134,11 +124,11 @@ def test_several_seeds_keep_their_seed_axis_and_load_policy_picks_one(full_run, 
     assert restored.iteration.shape == (3,)
     with pytest.raises(ValueError, match="num_seeds: stored 3, requested no seed axis"):
         checkpoint.restore(tmp_path, like=checkpoint.restore(full)[0])
-    policy = checkpoint.load_policy(tmp_path, seed_index=2)
+    policy = jaxsac.load_policy(tmp_path, seed_index=2)
     assert leaves_equal(policy.actor_params,
                         jax.tree.map(lambda x: x[2], states.learner.actor_params))
     with pytest.raises(ValueError, match=r"seed_index=3 is invalid: .* holds 3 seed\(s\)"):
-        checkpoint.load_policy(tmp_path, seed_index=3)
+        jaxsac.load_policy(tmp_path, seed_index=3)
 
 
 def test_load_policy_in_a_fresh_process_matches_evaluate(full_run, jax_cache):
@@ -152,7 +142,7 @@ def test_load_policy_in_a_fresh_process_matches_evaluate(full_run, jax_cache):
     out = run_child(jax_cache, "policy", str(full), str(seed), "3")
     np.testing.assert_allclose(out["returns"], expected, rtol=1e-6)
     assert len(set(np.round(expected, 3))) == 3  # three different episodes
-    policy = checkpoint.load_policy(full)
+    policy = jaxsac.load_policy(full)
     assert policy.step == 800
     one = policy(np.array([1.0, 0.0, 0.0], np.float32))
     batch = policy(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, -3.0]], np.float32))
@@ -286,10 +276,10 @@ def test_a_corrupt_checkpoint_is_an_error_naming_directory_and_step(full_run, tm
 def test_load_policy_reads_no_buffer_and_reports_a_damaged_learner(full_run, tmp_path):
     _, full = full_run
     no_buffer = corrupted_copy(full, tmp_path / "a", lambda d: shutil.rmtree(d / "buffer"))
-    assert checkpoint.load_policy(no_buffer).step == 800
+    assert jaxsac.load_policy(no_buffer).step == 800
     damaged = corrupted_copy(full, tmp_path / "b", lambda d: shutil.rmtree(d / "learner"))
     with pytest.raises(CorruptCheckpointError, match=f"step 800 in {damaged}"):
-        checkpoint.load_policy(damaged)
+        jaxsac.load_policy(damaged)
 
 
 def test_missing_checkpoints_are_errors_naming_directory_and_step(full_run, tmp_path):
@@ -298,7 +288,7 @@ def test_missing_checkpoints_are_errors_naming_directory_and_step(full_run, tmp_
                        match=rf"no checkpoint step 300 in {full}; steps there: \[200, 400, 600, "):
         checkpoint.restore(full, 300)
     with pytest.raises(FileNotFoundError, match=f"no checkpoint in {tmp_path}"):
-        checkpoint.load_policy(tmp_path)
+        jaxsac.load_policy(tmp_path)
     assert checkpoint.latest_step(tmp_path / "nothing") is None
     with pytest.raises(ValueError, match="step=-1 is invalid"):
         checkpoint.restore(full, -1)
@@ -323,7 +313,7 @@ def test_a_mismatched_config_lists_every_difference(full_run):
     # train(resume=True) checks its config the same way.
     state, _ = checkpoint.restore(full)
     with pytest.raises(ValueError, match=r"num_envs: stored 1, requested 2"):
-        Checkpoints(config.replace(num_envs=2, resume=True)).resume(state)
+        CheckpointSchedule(config.replace(num_envs=2, resume=True)).resume(state)
 
 
 def test_buffer_is_optional_and_max_to_keep_is_honoured(full_run, tmp_path):

@@ -97,11 +97,6 @@ def test_learner_connector_normalizes_obs_and_next_obs_only():
     assert EnvToModule(normalize=False).normalize_batch(stats, batch) is batch
 
 
-def test_compose_applies_left_to_right():
-    pipeline = connectors.compose(lambda x: x + 1, lambda x: x * 10)
-    assert pipeline(2) == 30
-
-
 @pytest.mark.parametrize("act_dim", [1, 3])
 def test_random_module_action_is_uniform_in_unit_box(act_dim):
     actions = connectors.random_module_action(jax.random.key(0), 4096, act_dim)

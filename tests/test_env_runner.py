@@ -14,12 +14,11 @@ from gymnasium.wrappers.utils import RunningMeanStd
 
 import jaxsac.envs as envs
 from jaxsac import connectors
-from jaxsac.env_runner import (
-    EnvFailureError,
-    GymRunner,
-    make_jax_runner,
-    random_act_fn,
-)
+from jaxsac.config import SACConfig
+from jaxsac.envs import EnvFailureError
+from jaxsac.host_loop import HostLoop
+from jaxsac.runners import GymRunner, make_jax_runner, random_act_fn
+from jaxsac.schedule import Phase
 from jaxsac.types import Step
 from tests.conftest import FAULTY_ENV_ID, SPACES_ENV_ID
 
@@ -134,10 +133,12 @@ def test_jax_runner_normalizes_obs_at_act_time_with_running_statistics():
                                    rtol=1e-4, atol=1e-4)
         reference.update(steps.next_obs[t])
     expected = (np.asarray(rstate.obs) - reference.mean) / np.sqrt(reference.var + 1e-8)
-    np.testing.assert_allclose(runner.module_obs(rstate), expected, rtol=1e-4, atol=1e-4)
+    to_module = connectors.EnvToModule(normalize=True)
+    np.testing.assert_allclose(to_module.apply(rstate.obs_norm, rstate.obs), expected,
+                               rtol=1e-4, atol=1e-4)
     # Stored obs stay raw; the learner connector normalizes batches with the same stats.
     np.testing.assert_array_equal(steps.next_obs[-1], rstate.obs)
-    batch = runner.normalize_batch(rstate.obs_norm, _batch_of(rstate.obs))
+    batch = to_module.normalize_batch(rstate.obs_norm, _batch_of(rstate.obs))
     np.testing.assert_allclose(batch.obs, expected, rtol=1e-4, atol=1e-4)
 
 
@@ -151,9 +152,9 @@ def _batch_of(obs):
 
 def _run_gym(runner, num_calls, seed=0):
     rng = np.random.default_rng(seed)
-    first_obs = np.asarray(runner.obs)
-    rows = [runner.step(rng.uniform(-1, 1, (runner.num_envs, runner.act_dim))
-                        .astype(np.float32)) for _ in range(num_calls)]
+    first_obs = np.asarray(runner.raw_obs)
+    actions = rng.uniform(-1, 1, (num_calls, runner.num_envs, runner.act_dim))
+    rows = [runner.unpack(runner.step(a)) for a in actions.astype(np.float32)]
     return first_obs, _stack(rows)
 
 
@@ -193,17 +194,23 @@ def test_gym_runner_is_deterministic_and_takes_a_factory():
     assert not np.array_equal(streams[0][0], streams[2][0])
 
 
-def test_gym_runner_normalize_obs():
-    runner = GymRunner("Pendulum-v1", num_envs=3, seed=0, normalize_obs=True)
+def test_host_loop_keeps_running_obs_statistics_of_every_observation():
+    config = SACConfig(env_id="Pendulum-v1", backend="gymnasium", num_envs=3,
+                       normalize_obs=True, host_block_steps=2, buffer_capacity=30,
+                       batch_size=4)
+    with GymRunner("Pendulum-v1", num_envs=3, seed=0) as runner:
+        loop = HostLoop(config, runner)
+        state = loop.run(loop.init(jax.random.key(0)), Phase.WARMUP, 5)
+    # The buffer holds each iteration's obs [slot * E + env]; the obs after the last
+    # iteration are its last_next_obs.
+    obs = np.asarray(state.buffer.obs[:15]).reshape(5, 3, 3)
     reference = RunningMeanStd(shape=(3,))
-    _, (steps, _) = _run_gym(runner, 4)
-    reference.update(steps.obs[0])  # the first raw obs (runner.obs was normalized)
-    for t in range(4):
-        reference.update(steps.next_obs[t])
-    expected = (steps.next_obs[-1] - reference.mean) / np.sqrt(reference.var + 1e-8)
-    np.testing.assert_allclose(runner.obs, expected, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(runner.obs_norm.count, reference.count, rtol=1e-6)
-    runner.close()
+    for t in range(5):
+        reference.update(obs[t])
+    reference.update(np.asarray(state.buffer.last_next_obs))
+    np.testing.assert_allclose(state.runner.mean, reference.mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(state.runner.var, reference.var, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(state.runner.count, reference.count, rtol=1e-6)
 
 
 FAULTY = functools.partial(GymRunner, FAULTY_ENV_ID, num_envs=2, seed=10)
@@ -314,8 +321,8 @@ def test_structured_obs_need_a_flattening_connector(observation_space):
         _spaces_runner(observation_space, BOX_ACT)
     with _spaces_runner(observation_space, BOX_ACT, flatten_structured_obs=True) as runner:
         obs_dim = gymnasium.spaces.flatdim(observation_space)
-        assert runner.obs_dim == obs_dim and runner.obs.shape == (2, obs_dim)
-        step, _ = runner.step(np.zeros((2, 2), np.float32))
+        assert runner.obs_dim == obs_dim and runner.raw_obs.shape == (2, obs_dim)
+        step, _ = runner.unpack(runner.step(np.zeros((2, 2), np.float32)))
         assert step.next_obs.shape == (2, obs_dim)
 
 

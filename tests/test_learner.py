@@ -1,4 +1,5 @@
-"""The learner against a float64 NumPy re-implementation of REFERENCE.md's losses."""
+"""The learner against a float64 NumPy re-implementation of the losses of
+docs/semantics.md."""
 
 from __future__ import annotations
 
@@ -151,7 +152,7 @@ def test_polyak_target_update_every_step():
         new_state.critic_params, state.target_critic_params)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7),
                  new_state.target_critic_params, expected)
-    assert int(metrics["target_updates"]) == 1 and int(new_state.step) == 1
+    assert int(new_state.step) == 1
 
 
 def test_target_update_period_counts_gradient_steps():
@@ -168,7 +169,6 @@ def test_target_update_period_counts_gradient_steps():
                             previous.target_critic_params)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6),
                  state.target_critic_params, expected)
-    assert int(metrics["target_updates"]) == 1
 
 
 def test_fixed_alpha_stays_fixed():

@@ -12,26 +12,20 @@ import numpy as np
 import pytest
 
 import jaxsac
-from jaxsac import checkpoint, connectors, envs, multi_agent
-from jaxsac.algorithm import EpisodeStats, init_state, num_periods, run_periods
+from jaxsac import agents, checkpoint, connectors, envs
 from jaxsac.learner import Hyperparams
+from jaxsac.loop import run_periods
+from jaxsac.metrics import AgentEpisodeStats, EpisodeStats
+from jaxsac.program import build_program, init_state
+from jaxsac.schedule import num_periods
+from tests.helpers import TINY, leaves_equal
 
-TINY = dict(hidden_sizes=(32, 32), batch_size=32, buffer_capacity=2_000, learning_starts=100,
-            log_every=200, total_env_steps=600, eval_episodes=2)
 PENDULUM_BAR = -250.0
 
 
 def multi_config(**changes) -> jaxsac.SACConfig:
     return jaxsac.SACConfig(**{"env_id": "MultiAgentPendulum-v1", "num_agents": 2, **TINY,
                                **changes})
-
-
-def leaves_equal(a, b) -> bool:
-    def same(x, y):
-        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-            x, y = jax.random.key_data(x), jax.random.key_data(y)
-        return bool(np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True))
-    return all(same(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
 
 
 def module(tree, m):
@@ -107,10 +101,10 @@ def test_bad_multi_agent_settings_are_errors_naming_the_field():
 
 def test_module_config_counts_per_module():
     config = multi_config(num_agents=3, num_envs=2, buffer_capacity=600)
-    independent = multi_agent.module_config(config)
+    independent = agents.module_config(config)
     assert (independent.num_envs, independent.total_env_steps, independent.buffer_capacity,
             independent.learning_starts) == (2, 600, 600, 100)
-    shared = multi_agent.module_config(config.replace(policy_mapping="shared"))
+    shared = agents.module_config(config.replace(policy_mapping="shared"))
     assert (shared.num_envs, shared.total_env_steps, shared.buffer_capacity,
             shared.learning_starts, shared.log_every) == (6, 1800, 1800, 300, 600)
     assert config.num_modules == 3 and config.replace(policy_mapping="shared").num_modules == 1
@@ -120,7 +114,7 @@ def test_module_config_counts_per_module():
 
 
 def test_columns_route_to_their_agents_module_and_back():
-    layout = multi_agent.AgentLayout(num_agents=3, num_envs=2, num_modules=3)
+    layout = agents.AgentLayout(num_agents=3, num_envs=2, num_modules=3)
     columns = np.arange(6 * 4).reshape(6, 4)  # column e*N + n is agent n of env copy e
     per_module = np.asarray(layout.to_modules(jnp.asarray(columns)))
     for m in range(3):
@@ -131,7 +125,7 @@ def test_columns_route_to_their_agents_module_and_back():
 def test_agent_episode_stats_equal_one_episode_stats_per_agent():
     rng = np.random.default_rng(0)
     num_agents, num_envs = 3, 2
-    stats = multi_agent.AgentEpisodeStats.empty(num_agents)
+    stats = AgentEpisodeStats.empty(num_agents)
     references = [EpisodeStats.empty() for _ in range(num_agents)]
     for _ in range(40):
         done = rng.random(num_agents * num_envs) < 0.3
@@ -193,7 +187,7 @@ def test_independent_modules_store_their_agents_columns():
 
 def reward_scaled_program(config: jaxsac.SACConfig, agent: int):
     """The program of `config` with `agent`'s rewards multiplied by a traced factor."""
-    program = multi_agent.build_program(config)
+    program = build_program(config)
     runner = program.runner
 
     def with_factor(factor):
@@ -245,7 +239,7 @@ def test_independent_metrics_have_agent_and_module_axes():
 def test_evaluation_runs_each_agent_with_its_module():
     """Reference: each agent's episode rolled out alone with the single-agent env."""
     config = multi_config(num_agents=2)
-    program = multi_agent.build_program(config)
+    program = build_program(config)
     learner = program.learner.init(jax.random.key(1))
     key, num_episodes = jax.random.key(2), 2
     returns = jaxsac.evaluate(config, learner.actor_params, key, num_episodes)
@@ -341,7 +335,7 @@ def test_train_logs_per_agent_columns_and_checkpoints_every_module(tmp_path):
 
 @pytest.mark.learning
 def test_tuned_multi_agent_pendulum_every_agent_reaches_the_bar(learning_steps):
-    """REFERENCE.md's bar: every agent >= -250 within 20,000 env steps of its own (asked
+    """The bar: every agent >= -250 within 20,000 env steps of its own (asked
     at CI_LEARNING_STEPS unless --full-learning, as in tests/test_learning.py)."""
     config = jaxsac.tuned("MultiAgentPendulum-v1")
     assert (config.num_agents, config.policy_mapping, config.total_env_steps) == (

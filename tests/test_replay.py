@@ -1,9 +1,9 @@
 """The episode replay buffer against a brute-force reference over the stored stream.
 
 The reference keeps every step each env ever gave (plain Python lists) and applies
-REFERENCE.md's n-step rules with loops. Sampled items are matched to the reference by
-their observation: each observation carries (env, a unique id), so the tests do not rely
-on how the buffer lays out its rows (the one layout fact used is the documented
+the n-step rules of docs/semantics.md with loops. Sampled items are matched to the
+reference by their observation: each observation carries (env, a unique id), so the
+tests do not rely on how the buffer lays out its rows (the one layout fact used is the documented
 `index = slot * num_envs + env`).
 """
 
@@ -21,8 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from jaxsac import replay
-from jaxsac.replay import Batch, Step, episode_buffer
+from jaxsac.replay import episode_buffer
+from jaxsac.types import Step
 
 OBS_DIM, ACT_DIM = 3, 2
 # Statistical tests use fixed keys (so they are deterministic) and reject at p < 1e-3.
@@ -78,7 +78,8 @@ def make_stream(seed, num_envs, num_adds, max_episode_len, p_truncated):
 
 
 class Reference:
-    """REFERENCE.md's n-step rules by plain loops over every step each env gave."""
+    """The n-step rules of docs/semantics.md by plain loops over every step each env
+    gave."""
 
     def __init__(self, stream, ring, gamma, n_min, n_max):
         self.num_envs = stream[0].obs.shape[0]
@@ -605,13 +606,6 @@ def test_memory_per_step_is_one_observation_not_two():
     per_step = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state)) / capacity
     one_step = 4 * obs_dim + 4 * act_dim + 4 + 1  # obs, action, reward, one byte of flags
     assert one_step <= per_step < one_step + 1  # + the 8 envs' last next_obs, amortised
-
-
-def test_re_exports_the_shared_records():
-    import jaxsac.types
-
-    assert replay.Step is jaxsac.types.Step and replay.Batch is jaxsac.types.Batch
-    assert Batch is jaxsac.types.Batch
 
 
 # --------------------------------------------------------------------------- bad input

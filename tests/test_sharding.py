@@ -22,8 +22,9 @@ import numpy as np
 import pytest
 
 import jaxsac
-from jaxsac import checkpoint, distributed, sharding
-from jaxsac.replay import ReplayBuffer, Step, episode_buffer, scheduled_beta
+from jaxsac import checkpoint, distributed
+from jaxsac.replay import ReplayBuffer, episode_buffer, scheduled_beta, sharded_buffer
+from jaxsac.types import Step
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -224,7 +225,7 @@ def filled_buffer(prioritized: bool, num_shards=2, num_envs=4, capacity=64, batc
     shard = episode_buffer(capacity // num_shards, num_envs // num_shards,
                            batch_size // num_shards, prioritized=prioritized, alpha=alpha,
                            beta=beta)
-    buffer = jitted(sharding.sharded_buffer(
+    buffer = jitted(sharded_buffer(
         shard, num_shards,
         (lambda s: scheduled_beta(s.priority_updates, beta, None, 0)) if prioritized else None))
     zero = Step(jnp.zeros(2), jnp.zeros(1), jnp.zeros(()), jnp.zeros((), bool),
@@ -312,7 +313,7 @@ def test_explicit_distributed_settings_are_read_and_checked():
 
 def test_weights_stay_finite_while_a_shard_is_empty():
     shard = episode_buffer(32, 2, 4, prioritized=True, beta=0.0)
-    buffer = jitted(sharding.sharded_buffer(shard, 2, lambda s: jnp.float32(0.0)))
+    buffer = jitted(sharded_buffer(shard, 2, lambda s: jnp.float32(0.0)))
     state = buffer.init(Step(jnp.zeros(2), jnp.zeros(1), jnp.zeros(()), jnp.zeros((), bool),
                              jnp.zeros((), bool), jnp.zeros(2)))
     one_shard = jax.tree.map(lambda x: x[:1], state)

@@ -8,8 +8,8 @@ the 200-step time limit included) vmapped over E envs, with fixed random actions
 the same scan through `make_jax_runner(...).step` with uniform random actions (action
 draw, module-to-env rescaling, episode bookkeeping and the `Step` records). Env steps/s
 counts E per iteration. Gymnasium: seconds per call of `SyncVectorEnv.step` on numpy
-actions (bare) against `GymRunner.step` (rescaling, bookkeeping, one host-to-device
-transfer), for Pendulum-v1 and E envs, best of `--repeats`.
+actions (bare) against `GymRunner.step` (rescaling, bookkeeping, packing the rows
+for one host-to-device transfer per block), for Pendulum-v1 and E envs, best of `--repeats`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 import jaxsac.envs as envs
-from jaxsac.env_runner import GymRunner, make_jax_runner, random_act_fn
+from jaxsac.runners import GymRunner, make_jax_runner, random_act_fn
 
 ENV_ID = "Pendulum-v1"
 
@@ -76,7 +76,8 @@ def jax_runner_steps_per_second(num_envs: int, scan_length: int, repeats: int) -
 
 
 def gym_seconds_per_call(num_envs: int, calls: int, repeats: int) -> tuple[float, float]:
-    """(bare SyncVectorEnv.step, GymRunner.step) seconds per call."""
+    """(bare SyncVectorEnv.step, GymRunner.step) seconds per call (GymRunner.step: module
+    actions rescaled, the envs stepped, episode bookkeeping, the rows packed)."""
     rng = np.random.default_rng(0)
     module_actions = rng.uniform(-1, 1, (calls, num_envs, 1)).astype(np.float32)
     env_actions = 2.0 * module_actions
@@ -89,12 +90,9 @@ def gym_seconds_per_call(num_envs: int, calls: int, repeats: int) -> tuple[float
             bare.step(action)
 
     runner = GymRunner(ENV_ID, num_envs, seed=0)
-    runner.step(module_actions[0])  # first device transfer
-
     def run_runner():
         for action in module_actions:
-            step, _ = runner.step(action)
-        jax.block_until_ready(step)
+            runner.step(action)
 
     bare_s = best_seconds(run_bare, repeats) / calls
     runner_s = best_seconds(run_runner, repeats) / calls

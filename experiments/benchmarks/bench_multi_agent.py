@@ -20,8 +20,9 @@ import jax
 
 import jaxsac
 from experiments.benchmarks.bench_train import time_steady_periods
-from jaxsac.algorithm import build_program, init_state, run_period, run_steady_period
 from jaxsac.learner import Hyperparams
+from jaxsac.loop import run_period, run_steady_period
+from jaxsac.program import build_program, init_state
 
 
 def bench_config(num_agents: int) -> jaxsac.SACConfig:

@@ -66,8 +66,9 @@ def child(periods: int, num_shards: int) -> dict:
     import jax.numpy as jnp
 
     from jaxsac import sharding
-    from jaxsac.algorithm import build_program, init_state, run_periods, run_steady_period
     from jaxsac.learner import Hyperparams
+    from jaxsac.loop import run_periods, run_steady_period
+    from jaxsac.program import build_program, init_state
 
     config = bench_config(num_shards)
     mesh = sharding.make_mesh()

@@ -19,16 +19,11 @@ import jax
 import jax.numpy as jnp
 
 import jaxsac
-from jaxsac.algorithm import (
-    HostLoop,
-    build_program,
-    host_program,
-    init_state,
-    run_period,
-    run_steady_period,
-)
-from jaxsac.env_runner import GymRunner
+from jaxsac.host_loop import HostLoop
 from jaxsac.learner import Hyperparams
+from jaxsac.loop import run_period, run_steady_period
+from jaxsac.program import build_program, init_state
+from jaxsac.runners import GymRunner
 
 
 def bench_config(**changes) -> jaxsac.SACConfig:
@@ -77,10 +72,8 @@ def bench_gymnasium(periods: int) -> dict:
     config = bench_config(backend="gymnasium")
     runner = GymRunner(config.env_id, config.num_envs, seed=0)
     try:
-        program = host_program(config, runner)
-        state = jax.jit(lambda k: init_state(program, k, Hyperparams.from_config(config)))(
-            jax.random.key(0))
-        loop = HostLoop(program, runner)
+        loop = HostLoop(config, runner)
+        state = loop.init(jax.random.key(0))
         state, _ = loop.run_period(state, 0)
         (state, _), first = timed(loop.run_period, state, 1)
         seconds = []

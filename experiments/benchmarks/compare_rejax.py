@@ -28,7 +28,8 @@ import jax.numpy as jnp
 
 from experiments.benchmarks.interleaved import interleaved_ms, machine, quantiles
 from experiments.benchmarks.profile_iteration import config_for, state_after
-from jaxsac.algorithm import Phase, run_segment
+from jaxsac.loop import run_segment
+from jaxsac.schedule import Phase
 
 POLYAK = 0.995  # rejax's name for 1 - tau
 

@@ -55,8 +55,9 @@ def machine() -> dict[str, Any]:
 
 def main() -> None:
     from experiments.benchmarks.profile_iteration import config_for, state_after
-    from jaxsac.algorithm import Phase, run_segment
     from jaxsac.config import PRNG_IMPLS
+    from jaxsac.loop import run_segment
+    from jaxsac.schedule import Phase
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=25)

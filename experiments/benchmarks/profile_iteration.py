@@ -36,17 +36,11 @@ import jax.numpy as jnp
 
 import jaxsac
 from experiments.benchmarks.bench_update import best_time
-from jaxsac.algorithm import (
-    Phase,
-    build_program,
-    gradient_steps,
-    init_state,
-    iteration_keys,
-    run_period,
-    run_segment,
-    run_steady_period,
-)
+from jaxsac.iteration import gradient_steps
 from jaxsac.learner import Hyperparams
+from jaxsac.loop import run_period, run_segment, run_steady_period
+from jaxsac.program import build_program, init_state, iteration_keys
+from jaxsac.schedule import Phase
 
 
 def config_for(**changes) -> jaxsac.SACConfig:

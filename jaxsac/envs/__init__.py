@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from jaxsac import checks
+from jaxsac.config import BACKENDS
 from jaxsac.envs.core import AutoReset, AutoResetState, JaxEnv, TimeLimit, TimeLimitState
 from jaxsac.envs.gym_adapter import (
     EnvFailureError,
@@ -38,8 +40,6 @@ JAX_ENVS: dict[str, tuple[Callable[..., JaxEnv], int]] = {
 MULTI_AGENT_ENVS: dict[str, Callable[..., MultiAgentJaxEnv]] = {
     "MultiAgentPendulum-v1": MultiAgentPendulum,
 }
-BACKENDS = ("auto", "jax", "gymnasium")
-
 
 def has_jax_env(env_id: str) -> bool:
     """Whether `env_id` has a JAX implementation (what `backend="auto"` then uses)."""
@@ -51,6 +51,29 @@ def is_multi_agent(env_id: str) -> bool:
     return env_id in MULTI_AGENT_ENVS
 
 
+def resolve_backend(env_id: str, backend: str = "auto") -> str:
+    """The backend a run of `env_id` uses, "jax" or "gymnasium": the one place that
+    decides it.
+
+    backend: "jax" (an error when `env_id` has no JAX implementation), "gymnasium" (an
+    error for a multi-agent env, which is JAX only) or "auto" (JAX when `env_id` has a
+    JAX implementation, else gymnasium).
+    """
+    if backend not in BACKENDS:
+        checks.check_choice("make", "backend", backend, BACKENDS)
+    if backend == "auto":
+        return "jax" if has_jax_env(env_id) else "gymnasium"
+    if backend == "jax" and not has_jax_env(env_id):
+        raise ValueError(
+            f"backend='jax' is invalid: env_id={env_id!r} has no JAX implementation; "
+            f"JAX envs: {sorted([*JAX_ENVS, *MULTI_AGENT_ENVS])} (use backend='gymnasium' or "
+            "'auto' for other ids)")
+    if backend == "gymnasium" and is_multi_agent(env_id):
+        raise ValueError(f"backend='gymnasium' is invalid: env_id={env_id!r} is a "
+                         "multi-agent JAX env, so backend must be 'jax' or 'auto'")
+    return backend
+
+
 def make(env_id: str, backend: str = "auto", **kwargs: Any) -> JaxEnv | GymEnvFactory:
     """A JAX env (time-limited `JaxEnv`) or a gymnasium env factory for `env_id`.
 
@@ -60,21 +83,10 @@ def make(env_id: str, backend: str = "auto", **kwargs: Any) -> JaxEnv | GymEnvFa
         `max_episode_steps` to override the registered time limit (and `num_agents` for
         a multi-agent env). For gymnasium they go to `gymnasium.make`.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"make: backend={backend!r} is invalid: must be one of {list(BACKENDS)}")
-    if backend == "auto":
-        backend = "jax" if has_jax_env(env_id) else "gymnasium"
-    if is_multi_agent(env_id):
-        if backend != "jax":
-            raise ValueError(f"make: env_id={env_id!r} is a multi-agent JAX env: backend must "
-                             f"be 'jax' or 'auto', got {backend!r}")
-        return MULTI_AGENT_ENVS[env_id](**kwargs)
-    if backend == "gymnasium":
+    if resolve_backend(env_id, backend) == "gymnasium":
         return gym_env_factory(env_id, **kwargs)
-    if not has_jax_env(env_id):
-        raise ValueError(
-            f"make: env_id={env_id!r} has no JAX implementation; JAX envs: "
-            f"{sorted(JAX_ENVS)} (use backend='gymnasium' or 'auto' for other ids)")
+    if is_multi_agent(env_id):
+        return MULTI_AGENT_ENVS[env_id](**kwargs)
     constructor, max_episode_steps = JAX_ENVS[env_id]
     max_episode_steps = kwargs.pop("max_episode_steps", max_episode_steps)
     return TimeLimit(constructor(**kwargs), max_episode_steps)
@@ -104,4 +116,5 @@ __all__ = [
     "has_jax_env",
     "is_multi_agent",
     "make",
+    "resolve_backend",
 ]

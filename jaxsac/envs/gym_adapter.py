@@ -1,5 +1,6 @@
 """Gymnasium envs for the host runner: a picklable env factory, space checks and the
-wrapper that rebuilds an env when it raises (REFERENCE.md "Fault tolerance")."""
+wrapper that rebuilds an env when it raises (docs/semantics.md, "Fault tolerance
+(gymnasium envs)")."""
 
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ import gymnasium
 import jax
 import jax.numpy as jnp
 
+from jaxsac import checks
 from jaxsac.envs.core import JaxEnv, TimeLimit
 from jaxsac.envs.pendulum import Pendulum
 
@@ -56,9 +57,7 @@ class IndependentAgents:
     """
 
     def __init__(self, agent_env: TimeLimit, num_agents: int):
-        if isinstance(num_agents, bool) or not isinstance(num_agents, int) or num_agents < 1:
-            raise ValueError(f"IndependentAgents: num_agents={num_agents!r} is invalid: must be "
-                             "an integer >= 1")
+        checks.check_int("IndependentAgents", "num_agents", num_agents, 1)
         self.agent_env = agent_env
         self.num_agents = num_agents
         self.max_episode_steps = agent_env.max_episode_steps

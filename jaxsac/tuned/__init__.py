@@ -1,14 +1,18 @@
 """Tuned example configurations, one readable JSON file per environment id.
 
     config = jaxsac.tuned("Pendulum-v1", total_env_steps=20_000, seed=3)
+    jaxsac.tuned.available()          # the env ids with a tuned example
 
 Each file holds the SACConfig fields that differ from the defaults, plus an `_about`
-note saying where the setting comes from and what it should reach.
+note saying where the setting comes from and what it should reach. The module itself is
+callable: `jaxsac.tuned(env_id, **overrides)` is `jaxsac.tuned.tuned(env_id, **overrides)`.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+import types
 from importlib import resources
 from typing import Any
 
@@ -33,3 +37,11 @@ def tuned_values(env_id: str) -> dict[str, Any]:
 def tuned(env_id: str, **overrides: Any) -> SACConfig:
     """The tuned SACConfig for `env_id`, with `overrides` applied (and validated)."""
     return SACConfig.from_dict({**tuned_values(env_id), **overrides})
+
+
+class _CallableModule(types.ModuleType):
+    def __call__(self, env_id: str, **overrides: Any) -> SACConfig:
+        return tuned(env_id, **overrides)
+
+
+sys.modules[__name__].__class__ = _CallableModule

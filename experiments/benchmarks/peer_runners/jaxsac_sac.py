@@ -5,18 +5,16 @@ Run with jaxsac's own virtualenv (not .venv-peers), from the repository root:
     .venv/bin/python -m experiments.benchmarks.peer_runners.jaxsac_sac --backend jax --seed 0
 
 --api train (the default for one seed): `jaxsac.train(config, progress=False)` is timed
-as a user calls it. The timestamps at every log period's end come from wrapping the
-`run_chunk` callable that `train` hands to `jaxsac.algorithm.run_host_periods` (the host
-loop over chunks of log periods, both backends; the warm-up periods form one chunk, then
-one period per chunk); `run_host_periods` fetches each chunk's metrics right after
-`run_chunk`, so waiting for the chunk's outputs there adds no synchronisation that the
-loop does not already do.
+as a user calls it. The timestamps at every log period's end come from `train`'s
+callback, which runs on the host after each chunk's metrics were fetched (the warm-up
+periods form one chunk, then one period per chunk), so it adds no synchronisation that
+the loop does not already do.
 
 --api make_train (the default for --num-seeds > 1; JAX backend only): the whole run as
-one program, `jax.jit(jax.vmap(jaxsac.make_train(config)))(split(key(seed), n))`, as
-rejax's runner does it. The timestamps come from a `jax.debug.callback` added to
-`jaxsac.algorithm.period_metrics` (traced once per log period, at its end), the same
-kind of timestamp the rejax runner takes in its evaluation callback.
+one program, `jax.jit(jax.vmap(jaxsac.make_train(config, period_callback=...)))(split(
+key(seed), n))`, as rejax's runner does it. The timestamps come from the period
+callback, which the program calls at each log period's end after its evaluation, the
+same kind of timestamp the rejax runner takes in its evaluation callback.
 """
 
 from __future__ import annotations
@@ -41,36 +39,14 @@ def main() -> None:
     import numpy as np
 
     import jaxsac
-    from jaxsac import algorithm, connectors
 
     jax.devices()  # backend initialisation, like an import, stays outside the clock
     meter = common.CompileMeter()
     clock = common.Clock()
 
     # Timestamps at the end of each log period, for either API.
-    run_host_periods = algorithm.run_host_periods
-    period_metrics = algorithm.period_metrics
-
-    def timed_run_host_periods(config, state, run_chunk, *rest, **kwargs):
-        def timed_run_chunk(state, start, stop):
-            out = run_chunk(state, start, stop)
-            jax.block_until_ready(out)
-            clock.mark(stop * config.log_every)
-            return out
-
-        return run_host_periods(config, state, timed_run_chunk, *rest, **kwargs)
-
-    def marked_period_metrics(program, state, learner_metrics, period):
-        row = period_metrics(program, state, learner_metrics, period)
-        # eval_return is an operand so the timestamp waits for the evaluation too.
-        jax.debug.callback(lambda it, _: clock.mark(int(it) * program.config.num_envs),
-                           state.iteration, row["eval_return"], ordered=True)
-        return row
-
-    if api == "train":
-        algorithm.run_host_periods = timed_run_host_periods
-    else:
-        algorithm.period_metrics = marked_period_metrics
+    def mark(row, state=None):
+        clock.mark(int(np.max(row["env_steps"])))
 
     wall_origin = time.time()
     clock.start()
@@ -83,12 +59,12 @@ def main() -> None:
         target_entropy="auto", gamma=args.gamma, tau=args.tau, utd_ratio=1.0,
         log_every=args.mark_every, eval_episodes=args.eval_episodes)
     if api == "train":
-        result = jaxsac.train(config, num_seeds=args.num_seeds, progress=False)
+        result = jaxsac.train(config, num_seeds=args.num_seeds, progress=False, callback=mark)
         state, metrics = result.state, result.metrics
         jax.block_until_ready(state)
         own = np.asarray(metrics["eval_return"])[-1]  # [periods(, seeds)]
     else:
-        train_fn = jax.jit(jax.vmap(jaxsac.make_train(config)))
+        train_fn = jax.jit(jax.vmap(jaxsac.make_train(config, period_callback=mark)))
         keys = jax.random.split(jax.random.key(args.seed), args.num_seeds)  # as train's
         state, metrics = train_fn(keys)
         jax.block_until_ready(state)
@@ -98,11 +74,14 @@ def main() -> None:
     # Common final evaluation: the deterministic policy tanh(mu), rescaled to the Box.
     import gymnasium as gym
 
+    from jaxsac import connectors
+    from jaxsac.program import deterministic_policy
+
     space = gym.make(common.ENV_ID).action_space
-    learner = jaxsac.make_learner(config, 3, int(np.prod(space.shape)))
+    policy = deterministic_policy(config, 3, connectors.flat_action_dim(space))
     to_env = connectors.module_to_env(space)
-    act = jax.jit(lambda params, obs: to_env(
-        learner.act(params, obs, jax.random.key(0), deterministic=True)))
+    no_stats = connectors.init_obs_norm(3)  # normalize_obs is off
+    act = lambda params, obs: to_env(np.asarray(policy(params, no_stats, obs)))  # noqa: E731
     params = state.learner.actor_params
     seed_axis = api == "make_train" or args.num_seeds > 1
     per_seed = ([params] if not seed_axis else

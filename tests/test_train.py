@@ -1,6 +1,10 @@
-"""The training loop: schedule, metrics, determinism, sweeps and both backends."""
+"""The schedule, the JAX loop, `make_train` and `train`: metrics, determinism, sweeps,
+callbacks, both backends, and resuming a checkpoint of the previous format."""
 
 from __future__ import annotations
+
+import os
+import shutil
 
 import jax
 import jax.numpy as jnp
@@ -8,34 +12,20 @@ import numpy as np
 import pytest
 
 import jaxsac
-from jaxsac.algorithm import (
+from jaxsac.learner import Hyperparams
+from jaxsac.loop import make_train
+from jaxsac.program import build_program, init_state
+from jaxsac.schedule import (
     Phase,
-    build_program,
     gradient_schedule,
-    init_state,
     iterations_per_period,
     log_chunks,
-    make_train,
     phase_of,
     segments,
-    train,
     warmup_iterations,
 )
-from jaxsac.learner import Hyperparams
-
-TINY = dict(hidden_sizes=(32, 32), batch_size=32, buffer_capacity=2_000, learning_starts=100,
-            log_every=200, total_env_steps=600, eval_episodes=2)
-
-
-def leaves_equal(a, b) -> bool:
-    """Bit-equal pytrees (NaN equal to NaN, as in metrics before learning starts)."""
-    def same(x, y):
-        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-            x, y = jax.random.key_data(x), jax.random.key_data(y)
-        x, y = np.asarray(x), np.asarray(y)
-        nan_ok = np.issubdtype(x.dtype, np.floating)
-        return bool(np.array_equal(x, y, equal_nan=nan_ok))
-    return all(same(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
+from jaxsac.train import train
+from tests.helpers import TINY, leaves_equal
 
 
 @pytest.mark.parametrize(("learning_starts", "num_envs"), [(0, 1), (1, 1), (100, 1), (100, 8),
@@ -49,8 +39,8 @@ def test_segments_cover_every_iteration_with_its_phase(learning_starts, num_envs
         expanded = [phase for phase, n in segments(config, period * per, (period + 1) * per)
                     for _ in range(n)]
         assert expanded == [phase_of(config, i) for i in range(period * per, (period + 1) * per)]
-    # Brute force REFERENCE.md: random actions while fewer than learning_starts env steps
-    # were taken; gradient steps once learning_starts steps are stored.
+    # Brute force of docs/semantics.md: random actions while fewer than learning_starts
+    # env steps were taken; gradient steps once learning_starts steps are stored.
     for i in range(300):
         random_actions = i * num_envs < learning_starts
         updates = (i + 1) * num_envs >= learning_starts
@@ -143,11 +133,11 @@ def test_chunked_train_is_reproducible_and_matches_make_train(learning_starts):
 
 
 def test_jitted_program_is_traced_once_per_call(monkeypatch):
-    import jaxsac.algorithm as algorithm
+    import jaxsac.loop as loop
 
     calls = []
-    original = algorithm.training_step
-    monkeypatch.setattr(algorithm, "training_step",
+    original = loop.training_step
+    monkeypatch.setattr(loop, "training_step",
                         lambda *a, **k: (calls.append(1), original(*a, **k))[1])
     config = jaxsac.SACConfig(**{**TINY, "total_env_steps": 1_000})
     jax.jit(make_train(config))(jax.random.key(0))
@@ -232,3 +222,58 @@ def test_train_with_several_seeds_logs_each_seed(tmp_path):
     assert len(rows) == 1 + 2 * 2
     single = train(config.replace(log_dir=None), progress=False)
     assert not np.array_equal(single.metrics["eval_return"], result.metrics["eval_return"][:, 0])
+
+
+def test_callback_sees_every_row_and_stops_the_run_with_a_checkpoint(tmp_path):
+    config = jaxsac.SACConfig(**{**TINY, "total_env_steps": 1_000, "learning_starts": 300},
+                              checkpoint_dir=str(tmp_path / "ckpt"))
+    seen = []
+
+    def callback(row, state):
+        seen.append((row, int(state.iteration)))
+        return row["env_steps"] >= 600
+
+    result = train(config, progress=False, callback=callback)
+    # Periods 0 and 1 are warm-up periods fused into one chunk: the callback sees both
+    # rows after that chunk; the run stops after period 2 (600 env steps) of 5.
+    assert [int(row["env_steps"]) for row, _ in seen] == [200, 400, 600]
+    assert [iteration for _, iteration in seen] == [400, 400, 600]
+    assert result.metrics["env_steps"].tolist() == [200, 400, 600]
+    for i, (row, _) in enumerate(seen):
+        assert leaves_equal({k: np.asarray(v) for k, v in row.items()},
+                            {k: v[i] for k, v in result.metrics.items()})
+    assert jaxsac.checkpoint.latest_step(config.checkpoint_dir) == 600
+    # The stopped run is the first 600 env steps of the whole run.
+    whole = train(config.replace(checkpoint_dir=None), progress=False)
+    assert leaves_equal({k: v[:3] for k, v in whole.metrics.items()}, result.metrics)
+
+
+def test_period_callback_reports_each_row_from_inside_the_program():
+    config = jaxsac.SACConfig(**TINY)
+    rows = []
+    state, metrics = jax.jit(make_train(config, period_callback=rows.append))(
+        jax.random.key(0))
+    jax.block_until_ready(state)
+    assert [int(row["env_steps"]) for row in rows] == [200, 400, 600]
+    for i, row in enumerate(rows):
+        assert leaves_equal({k: np.asarray(v) for k, v in row.items()},
+                            {k: np.asarray(v[i]) for k, v in metrics.items()})
+    with pytest.raises(ValueError, match="make_train: period_callback=3 is invalid"):
+        make_train(config, period_callback=3)
+
+
+def test_a_checkpoint_of_the_previous_layout_restores_and_resumes(tmp_path):
+    """tests/data/checkpoint_v1: 2 seeds of the tuned Pendulum-v1 (small nets) after
+    1,200 env steps, written by the code before the package was split into layers."""
+    directory = tmp_path / "ckpt"
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "data", "checkpoint_v1"),
+                    directory)
+    state, stored = jaxsac.checkpoint.restore(directory)  # every checksum verified
+    assert int(np.max(state.iteration)) == 1_200 and state.iteration.shape == (2,)
+    config = stored.replace(checkpoint_dir=str(directory), resume=True,
+                            total_env_steps=1_600)
+    result = train(config, num_seeds=2, progress=False)
+    assert result.metrics["env_steps"].tolist() == [[1_600, 1_600]]
+    assert jaxsac.checkpoint.latest_step(directory) == 1_600
+    policy = jaxsac.load_policy(directory, step=1_200, seed_index=1)
+    assert policy(np.zeros(3, np.float32)).shape == (1,)

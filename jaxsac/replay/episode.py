@@ -1,4 +1,4 @@
-"""Episode replay buffer: each env step stored once, n-step transitions built at sample time.
+"""The episode replay buffer: each env step stored once, n-step transitions built at sample time.
 
 `episode_buffer(...)` returns a `ReplayBuffer`, a NamedTuple of five pure functions
 (`init, add, sample, update_priorities, can_sample`) in the style of optax's
@@ -17,7 +17,7 @@ a transition. A row is marked as a reset row when it is written, because the pre
 row of its env was terminated or truncated (the first row of each env after `init` is a
 normal row).
 
-n-step transitions (REFERENCE.md, "Episode replay buffer"): from a start row t and an
+n-step transitions (docs/semantics.md, "n-step transitions"): from a start row t and an
 n drawn uniformly from {n_min, ..., n_max}, walk forward and stop after a terminated or
 truncated step, after the newest stored step, or after n steps; with k the steps taken,
 reward = sum_{i<k} gamma^i r_{t+i}, next_obs = the observation after step t+k-1,
@@ -25,46 +25,31 @@ discount = 0 if step t+k-1 terminated else gamma^k, n_step = k. The walk never c
 an episode boundary and never reaches an overwritten row (it only moves toward newer
 rows and stops at the newest). See docs/replay.md for a worked example.
 
-Prioritized replay (REFERENCE.md, "Prioritized replay") keeps a `TREE_ARITY`-ary sum
+Prioritized replay (docs/semantics.md, "Prioritized replay") keeps a `TREE_ARITY`-ary sum
 tree and min tree of p^alpha over the rows; reset rows and unwritten rows hold 0 in the
 sum tree (and +inf in the min tree), so they are never drawn.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import struct
 
+from jaxsac import checks
+from jaxsac.replay import sum_tree
+from jaxsac.replay.n_step import n_step_batch
+from jaxsac.replay.state import DONE, RESET, TERMINATED, TRUNCATED, ReplayBuffer, ReplayState
+from jaxsac.replay.sum_tree import TREE_ARITY
 from jaxsac.types import Batch, Step
-
-__all__ = [
-    "TREE_ARITY",
-    "UNIFORM_CANDIDATES",
-    "Batch",
-    "ReplayBuffer",
-    "ReplayState",
-    "Step",
-    "episode_buffer",
-    "scheduled_beta",
-]
-
-TREE_ARITY = 16
-"""Children per node of the priority trees: depth ceil(log_16 capacity), 5 levels at 10^6."""
 
 UNIFORM_CANDIDATES = 4
 """Candidate rows drawn per sample in each round of uniform rejection sampling."""
 
 MAX_CAPACITY = 2**30
-
-_TERMINATED = 1
-_TRUNCATED = 2
-_RESET = 4
-_DONE = _TERMINATED | _TRUNCATED
 
 # p^alpha is clipped into this range so that a valid row always has positive mass and the
 # float32 sum of 2^30 leaves cannot overflow.
@@ -72,106 +57,28 @@ _MIN_LEAF = 1e-30
 _MAX_LEAF = 1e28
 
 
-@struct.dataclass
-class ReplayState:
-    """The buffer's state (a pytree). C = capacity, E = num_envs, row = slot * E + env.
-
-    obs: [C, *obs_shape] the observation each step was taken from.
-    action: [C, *act_shape].
-    reward: [C] float32.
-    flags: [C] uint8, bit 0 terminated, bit 1 truncated, bit 2 reset row (not a start).
-    last_next_obs: [E, *obs_shape] the observation after each env's newest row.
-    write_slot: [] int32, the ring slot the next `add` writes.
-    filled_slots: [] int32, slots written so far (at most C // E).
-    num_valid: [] int32, rows that are valid starts (written, not reset rows).
-    priority_sums: tree levels of p^alpha, leaves first, level l of shape
-        [rows_l, TREE_ARITY]; () when sampling uniformly.
-    priority_mins: the same levels holding the min (+inf where no valid row).
-    max_priority: [] float32, p_max (raw |td| + eps, not raised to alpha).
-    priority_updates: [] int32, calls of `update_priorities` (drives the beta schedule).
-    """
-
-    obs: jax.Array
-    action: jax.Array
-    reward: jax.Array
-    flags: jax.Array
-    last_next_obs: jax.Array
-    write_slot: jax.Array
-    filled_slots: jax.Array
-    num_valid: jax.Array
-    priority_sums: tuple[jax.Array, ...]
-    priority_mins: tuple[jax.Array, ...]
-    max_priority: jax.Array
-    priority_updates: jax.Array
-
-
-class ReplayBuffer(NamedTuple):
-    """The pure functions of an episode replay buffer (see `episode_buffer`)."""
-
-    init: Callable[[Step], ReplayState]
-    add: Callable[[ReplayState, Step], ReplayState]
-    sample: Callable[[ReplayState, jax.Array], Batch]
-    update_priorities: Callable[[ReplayState, jax.Array, jax.Array], ReplayState]
-    can_sample: Callable[[ReplayState], jax.Array]
-
-
 # --------------------------------------------------------------------------- validation
-
-
-def _fail(name: str, value: Any, allowed: str) -> None:
-    raise ValueError(f"episode_buffer: {name}={value!r} is invalid: must be {allowed}")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value == value
-
-
-def _check_real(name: str, value: Any, low: float, high: float) -> None:
-    if not _is_real(value) or not low <= value <= high:
-        _fail(name, value, f"a number in [{low}, {high}]")
-
-
-def _n_step_range(n_step: Any) -> tuple[int, int]:
-    allowed = "an integer >= 1 or a pair (n_min, n_max) of integers with 1 <= n_min <= n_max"
-    if _is_int(n_step):
-        if n_step < 1:
-            _fail("n_step", n_step, allowed)
-        return int(n_step), int(n_step)
-    if (isinstance(n_step, (tuple, list)) and len(n_step) == 2
-            and all(_is_int(n) for n in n_step) and 1 <= n_step[0] <= n_step[1]):
-        return int(n_step[0]), int(n_step[1])
-    _fail("n_step", n_step, allowed)
-    raise AssertionError  # unreachable
-
 
 def _validate(capacity, num_envs, batch_size, gamma, prioritized, alpha, beta, eps,
               beta_final, beta_steps) -> None:
-    if not _is_int(num_envs) or num_envs < 1:
-        _fail("num_envs", num_envs, "an integer >= 1")
-    if not _is_int(capacity) or not num_envs <= capacity <= MAX_CAPACITY:
-        _fail("capacity", capacity, f"an integer in [num_envs={num_envs}, {MAX_CAPACITY}]")
+    owner = "episode_buffer"
+    checks.check_int(owner, "num_envs", num_envs, 1)
+    if not checks.is_int(capacity) or not num_envs <= capacity <= MAX_CAPACITY:
+        checks.fail(owner, "capacity", capacity,
+                    f"an integer in [num_envs={num_envs}, {MAX_CAPACITY}]")
     if capacity % num_envs:
-        _fail("capacity", capacity,
-              f"a multiple of num_envs={num_envs} (each env gets an equal ring)")
-    if not _is_int(batch_size) or batch_size < 1:
-        _fail("batch_size", batch_size, "an integer >= 1")
+        checks.fail(owner, "capacity", capacity,
+                    f"a multiple of num_envs={num_envs} (each env gets an equal ring)")
+    checks.check_int(owner, "batch_size", batch_size, 1)
     if isinstance(gamma, (numbers.Number, bool)):  # a traced gamma is not checked
-        _check_real("gamma", gamma, 0.0, 1.0)
-    if not isinstance(prioritized, bool):
-        _fail("prioritized", prioritized, "True or False")
-    if not _is_real(alpha) or alpha < 0 or alpha == float("inf"):
-        _fail("alpha", alpha, "a finite number >= 0")
-    _check_real("beta", beta, 0.0, 1.0)
-    if not _is_real(eps) or not 0 < eps < float("inf"):
-        _fail("eps", eps, "a finite number > 0")
+        checks.check_real(owner, "gamma", gamma, 0.0, 1.0)
+    checks.check_bool(owner, "prioritized", prioritized)
+    checks.check_real(owner, "alpha", alpha, 0.0, math.inf)
+    checks.check_real(owner, "beta", beta, 0.0, 1.0)
+    checks.check_real(owner, "eps", eps, 0.0, math.inf, open_low=True)
     if beta_final is not None:
-        _check_real("beta_final", beta_final, 0.0, 1.0)
-    if not _is_int(beta_steps) or beta_steps < 0:
-        _fail("beta_steps", beta_steps, "an integer >= 0")
+        checks.check_real(owner, "beta_final", beta_final, 0.0, 1.0)
+    checks.check_int(owner, "beta_steps", beta_steps, 0)
 
 
 def _check_example(example_step: Any) -> None:
@@ -212,141 +119,8 @@ def _check_priority_args(indices: Any, td_error: Any) -> None:
                          f"{idx_shape} (one per index)")
 
 
-# --------------------------------------------------------------------------- priority tree
 
-
-def _tree_level_rows(capacity: int) -> tuple[int, ...]:
-    """Rows of each tree level, leaves first; level l+1 has one node per row of level l."""
-    rows, nodes = [], capacity
-    while True:
-        nodes = -(-nodes // TREE_ARITY)
-        rows.append(nodes)
-        if nodes == 1:
-            return tuple(rows)
-
-
-def _tree_init(capacity: int, fill: float) -> tuple[jax.Array, ...]:
-    return tuple(jnp.full((r, TREE_ARITY), fill, jnp.float32) for r in _tree_level_rows(capacity))
-
-
-def _tree_write(sums: tuple[jax.Array, ...], mins: tuple[jax.Array, ...], leaf: jax.Array,
-                sum_value: jax.Array, min_value: jax.Array):
-    """Sets leaves and recomputes their ancestors from their children; O(M log capacity).
-
-    leaf: [M] int32 leaf ids (= rows). A repeated id gets the largest of its values in
-    both trees (a scatter-max, deterministic on every backend, unlike a scatter-set with
-    repeated ids). Each node is recomputed as the sum (min) of its children, never
-    updated by a delta, so float32 error does not accumulate.
-    """
-    # An ordering token: the previous write to the trees ended at their top level, after
-    # all its reads of the lower levels. Making this write's leaf values depend on the
-    # top level (through a zero XLA cannot fold away) orders it after those reads;
-    # without it XLA may copy whole levels to keep the reads valid.
-    order = 0.0 * (jnp.minimum(sums[-1][0, 0], 0.0) + jnp.minimum(mins[-1][0, 0], 0.0))
-    sum_value, min_value = sum_value + order, min_value + order
-    new_sums, new_mins = [], []
-    node = leaf
-    for depth, (level_sum, level_min) in enumerate(zip(sums, mins, strict=True)):
-        row, col = node // TREE_ARITY, node % TREE_ARITY
-        if depth == 0:  # leaves: clear to 0, then max over repeated ids
-            # min(value, 0) is 0 (values are >= 0) but keeps the clearing write in the
-            # data flow of the values, after any read they were computed from.
-            level_sum = (level_sum.at[row, col].set(jnp.minimum(sum_value, 0.0))
-                         .at[row, col].max(sum_value))
-            level_min = (level_min.at[row, col].set(jnp.minimum(min_value, 0.0))
-                         .at[row, col].max(min_value))
-        else:  # a repeated node gets the same value from every writer
-            level_sum = level_sum.at[row, col].set(sum_value)
-            level_min = level_min.at[row, col].set(min_value)
-        new_sums.append(level_sum)
-        new_mins.append(level_min)
-        sum_value = jnp.sum(level_sum[row], axis=-1)
-        min_value = jnp.min(level_min[row], axis=-1)
-        node = row
-    return tuple(new_sums), tuple(new_mins)
-
-
-def _tree_root(levels: tuple[jax.Array, ...], reduce: Callable) -> jax.Array:
-    return reduce(levels[-1][0])
-
-
-def _tree_sample(sums: tuple[jax.Array, ...], uniforms: jax.Array):
-    """Leaf ids [B] drawn with probability leaf / total, and their leaf values [B].
-
-    uniforms: [B, depth] in [0, 1 - 2^-23].
-
-    The descent uses a fresh uniform per level and picks child j with probability
-    child_j / sum(children), so float32 resolution is relative to each node, not to the
-    whole tree. It never lands on an empty leaf while the root is positive: the prefix
-    sums are accumulated left to right, so they never decrease, and target = u * total
-    < total (u <= 1 - 2^-23, total a positive normal float); the chosen child is the
-    first j with prefix_j > target >= prefix_{j-1}, so its mass is positive.
-    """
-    node = jnp.zeros(uniforms.shape[:1], jnp.int32)
-    for depth, level in enumerate(reversed(sums)):
-        children = level[node]  # [B, TREE_ARITY]
-        running = children[:, 0]
-        prefix = [running]
-        for j in range(1, TREE_ARITY):  # unrolled on purpose: a fixed left-to-right order
-            running = running + children[:, j]
-            prefix.append(running)
-        prefix = jnp.stack(prefix, axis=1)
-        target = uniforms[:, depth] * running
-        child = jnp.sum(prefix <= target[:, None], axis=1, dtype=jnp.int32)
-        node = node * TREE_ARITY + child
-    # The leaf values come from the gather that chose the leaves: a separate read of the
-    # leaves would let XLA order it after a following in-place update_priorities, and
-    # then it copies the whole leaf level to keep the read valid.
-    leaf = jnp.sum(jnp.where(jnp.arange(TREE_ARITY) == child[:, None], children, 0.0), axis=1)
-    return node, leaf
-
-
-# --------------------------------------------------------------------------- n-step walk
-
-
-def _n_step_batch(state: ReplayState, start: jax.Array, n: jax.Array, gamma: Any,
-                  num_envs: int, n_max: int, weights: jax.Array) -> Batch:
-    """Builds the n-step transitions from start rows [B] and drawn n [B].
-
-    Gathers n_max rows of reward and flags and two observation rows per sample.
-    """
-    ring = state.obs.shape[0] // num_envs
-    env, slot = start % num_envs, start // num_envs
-    offsets = jnp.arange(n_max, dtype=jnp.int32)
-    walk_slots = (slot[:, None] + offsets) % ring  # [B, n_max]
-    walk_rows = walk_slots * num_envs + env[:, None]
-    flags = state.flags[walk_rows]
-    reward = state.reward[walk_rows]
-    newest_slot = (state.write_slot - 1) % ring
-    is_newest = walk_slots == newest_slot
-    stop = ((flags & _DONE) != 0) | is_newest | (offsets == (n - 1)[:, None])
-    # The first stop is the k-th step (k = last + 1); a min, not an argmax (slow on CPU).
-    last = jnp.min(jnp.where(stop, offsets, n_max), axis=1)
-    n_step = last + 1
-    at_last = offsets[None, :] == last[:, None]
-
-    gamma = jnp.asarray(gamma, jnp.float32)
-    powers = gamma ** offsets.astype(jnp.float32)
-    taken = offsets[None, :] <= last[:, None]
-    n_step_reward = jnp.sum(jnp.where(taken, powers * reward, 0.0), axis=1)
-    terminated = jnp.any(at_last & ((flags & _TERMINATED) != 0), axis=1)
-    discount = jnp.where(terminated, 0.0, gamma ** n_step.astype(jnp.float32))
-
-    last_is_newest = jnp.any(at_last & is_newest, axis=1)
-    next_row = ((slot + n_step) % ring) * num_envs + env
-    obs_extra_dims = (1,) * (state.obs.ndim - 1)
-    next_obs = jnp.where(last_is_newest.reshape(-1, *obs_extra_dims),
-                         state.last_next_obs[env], state.obs[next_row])
-    return Batch(
-        obs=state.obs[start],
-        action=state.action[start],
-        reward=n_step_reward.astype(jnp.float32),
-        next_obs=next_obs,
-        discount=discount.astype(jnp.float32),
-        n_step=n_step,
-        weights=weights.astype(jnp.float32),
-        indices=start.astype(jnp.int32),
-    )
+# --------------------------------------------------------------------------- uniform starts
 
 
 def _unit_floats(words: jax.Array) -> jax.Array:
@@ -380,7 +154,7 @@ def _uniform_starts(state: ReplayState, words: jax.Array, key: jax.Array,
         candidates = jax.lax.shift_right_logical(words, shift)
         in_range = candidates < written
         candidates = jnp.where(in_range, candidates, 0).astype(jnp.int32)
-        acceptable = in_range & ((state.flags[candidates] & _RESET) == 0)
+        acceptable = in_range & ((state.flags[candidates] & RESET) == 0)
         chosen = candidates[:, -1]
         for j in reversed(range(candidates.shape[1] - 1)):  # keep the first acceptable one
             chosen = jnp.where(acceptable[:, j], candidates[:, j], chosen)
@@ -402,6 +176,7 @@ def _uniform_starts(state: ReplayState, words: jax.Array, key: jax.Array,
     _, start, _ = jax.lax.while_loop(more_rounds_needed, another_round,
                                      (jnp.int32(1), start, accepted))
     return start
+
 
 
 # --------------------------------------------------------------------------- the factory
@@ -462,7 +237,7 @@ def episode_buffer(
     """
     _validate(capacity, num_envs, batch_size, gamma, prioritized, alpha, beta, eps,
               beta_final, beta_steps)
-    n_min, n_max = _n_step_range(n_step)
+    n_min, n_max = checks.check_n_step("episode_buffer", n_step)
     ring = capacity // num_envs
     alpha, beta, eps = float(alpha), float(beta), float(eps)
 
@@ -471,7 +246,7 @@ def episode_buffer(
         _check_example(example_step)
         obs = jnp.asarray(example_step.obs)
         action = jnp.asarray(example_step.action)
-        trees = (_tree_init(capacity, 0.0), _tree_init(capacity, jnp.inf)) if prioritized \
+        trees = (sum_tree.init(capacity, 0.0), sum_tree.init(capacity, jnp.inf)) if prioritized \
             else ((), ())
         return ReplayState(
             obs=jnp.zeros((capacity, *obs.shape), obs.dtype),
@@ -503,12 +278,12 @@ def episode_buffer(
         newest_rows = (slot - 1) % ring * num_envs + jnp.arange(num_envs, dtype=jnp.int32)
         old_flags = state.flags[jnp.concatenate([newest_rows, rows])]
         newest_flags, overwritten_flags = old_flags[:num_envs], old_flags[num_envs:]
-        is_reset = (state.filled_slots > 0) & ((newest_flags & _DONE) != 0)
+        is_reset = (state.filled_slots > 0) & ((newest_flags & DONE) != 0)
         overwritten_valid = jnp.where(state.filled_slots == ring,
-                                      jnp.sum((overwritten_flags & _RESET) == 0), 0)
-        flags = (jnp.asarray(step.terminated, bool).astype(jnp.uint8) * _TERMINATED
-                 | jnp.asarray(step.truncated, bool).astype(jnp.uint8) * _TRUNCATED
-                 | is_reset.astype(jnp.uint8) * _RESET)
+                                      jnp.sum((overwritten_flags & RESET) == 0), 0)
+        flags = (jnp.asarray(step.terminated, bool).astype(jnp.uint8) * TERMINATED
+                 | jnp.asarray(step.truncated, bool).astype(jnp.uint8) * TRUNCATED
+                 | is_reset.astype(jnp.uint8) * RESET)
 
         def write(buffer, values):
             values = jnp.asarray(values, buffer.dtype)
@@ -528,7 +303,7 @@ def episode_buffer(
         )
         if prioritized:
             new_priority = jnp.clip(state.max_priority ** alpha, _MIN_LEAF, _MAX_LEAF)
-            sums, mins = _tree_write(state.priority_sums, state.priority_mins, rows,
+            sums, mins = sum_tree.write(state.priority_sums, state.priority_mins, rows,
                                      jnp.where(is_reset, 0.0, new_priority),
                                      jnp.where(is_reset, jnp.inf, new_priority))
             state = state.replace(priority_sums=sums, priority_mins=mins)
@@ -555,9 +330,9 @@ def episode_buffer(
         start_words = words[1:].T  # [B, start_columns]
         can = can_sample(state)
         if prioritized:
-            start, leaf = _tree_sample(state.priority_sums, _unit_floats(start_words))
+            start, leaf = sum_tree.sample(state.priority_sums, _unit_floats(start_words))
             start = jnp.minimum(start, capacity - 1)  # only if the tree is empty
-            min_leaf = _tree_root(state.priority_mins, jnp.min)
+            min_leaf = sum_tree.root(state.priority_mins, jnp.min)
             weights = jnp.exp(-current_beta(state) * (jnp.log(leaf) - jnp.log(min_leaf)))
             weights = jnp.where(can, weights, 0.0)
         else:
@@ -566,7 +341,7 @@ def episode_buffer(
         # n = n_min + word mod (n_max - n_min + 1): each n's probability is off by at most
         # (n_max - n_min + 1) / 2^32 relative (as with one 32-bit word in any method).
         n = n_min + (words[0] % jnp.uint32(n_max - n_min + 1)).astype(jnp.int32)
-        return _n_step_batch(state, start, n, gamma, num_envs, n_max, weights)
+        return n_step_batch(state, start, n, gamma, num_envs, n_max, weights)
 
     def update_priorities(state: ReplayState, indices: jax.Array,
                           td_error: jax.Array) -> ReplayState:
@@ -590,7 +365,7 @@ def episode_buffer(
         valid = leaves[indices // TREE_ARITY, indices % TREE_ARITY] > 0
         leaf_value = jnp.clip(priority ** alpha, _MIN_LEAF, _MAX_LEAF)
 
-        sums, mins = _tree_write(state.priority_sums, state.priority_mins, indices,
+        sums, mins = sum_tree.write(state.priority_sums, state.priority_mins, indices,
                                  jnp.where(valid, leaf_value, 0.0),
                                  jnp.where(valid, leaf_value, jnp.inf))
         max_priority = jnp.maximum(state.max_priority,

@@ -1,0 +1,88 @@
+"""Deterministic evaluation: full episodes of the policy's mode tanh(μ).
+
+    returns = jaxsac.evaluate(config, actor_params, key, num_episodes=10)
+
+JAX envs run as one jitted scan (`evaluate_returns`, also called inside the training
+program at the end of each log period); gymnasium envs run on the host
+(`evaluate_gymnasium`). A multi-agent env adds a leading agent axis to the returns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsac import connectors, envs
+from jaxsac.config import SACConfig
+from jaxsac.program import Program, act, build_program, deterministic_policy
+from jaxsac.runners import GymRunner
+
+
+def evaluate_returns(program: Program, actor_params: Any, obs_stats: Any, key: jax.Array,
+                     num_episodes: int) -> jax.Array:
+    """Returns of `num_episodes` (K) full episodes of the program's JAX env: [K], or
+    [N, K] for a multi-agent env (N agents, each acting with its module; an agent's
+    rewards after its own episode ended are not counted). Pure and jittable."""
+    env = program.env
+    agent_shape = () if program.agents is None else (program.agents.num_agents,)
+    batch_shape = (num_episodes, *agent_shape)
+    env_states, obs = jax.vmap(env.reset)(jax.random.split(key, num_episodes))
+    to_env = connectors.module_to_env(env.action_space)
+
+    def step(carry, step_key):
+        env_states, obs, total, done = carry
+        columns = connectors.flatten_obs(obs, batch_dims=len(batch_shape))
+        columns = columns.reshape(-1, columns.shape[-1])  # [K·N, obs_dim], episode-major
+        action = act(program, actor_params, obs_stats, columns, step_key, deterministic=True)
+        action = to_env(action).reshape(*batch_shape, *env.action_space.shape)
+        env_states, obs, reward, terminated, truncated = jax.vmap(env.step)(
+            env_states, action, jax.random.split(step_key, num_episodes))[:5]
+        total = total + jnp.where(done, 0.0, reward)
+        return (env_states, obs, total, done | terminated | truncated), None
+
+    start = (env_states, obs, jnp.zeros(batch_shape), jnp.zeros(batch_shape, bool))
+    step_keys = jax.random.split(jax.random.fold_in(key, 1), env.max_episode_steps)
+    (_, _, total, _), _ = jax.lax.scan(step, start, step_keys)
+    return jnp.moveaxis(total, 0, -1)
+
+
+def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
+                       num_episodes: int, obs_stats: Any = None) -> np.ndarray:
+    """Returns [num_episodes] of the deterministic policy on gymnasium envs, one episode
+    per env, stepped on the host."""
+    seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+    runner = GymRunner(config.env_id, num_episodes, "sync", 0, seed)
+    try:
+        policy = deterministic_policy(config, runner.obs_dim, runner.act_dim)
+        if obs_stats is None:
+            obs_stats = connectors.init_obs_norm(runner.obs_dim)
+        total = np.zeros(num_episodes)
+        finished = np.zeros(num_episodes, bool)
+        raw_obs = runner.raw_obs
+        while not finished.all():
+            step, _ = runner.unpack(runner.step(policy(actor_params, obs_stats, raw_obs)))
+            total += np.where(finished, 0.0, step.reward)
+            finished |= step.terminated | step.truncated
+            raw_obs = step.next_obs
+        return total
+    finally:
+        runner.close()
+
+
+def evaluate(config: SACConfig, actor_params: Any, key: jax.Array, num_episodes: int = 10,
+             obs_stats: Any = None) -> np.ndarray:
+    """Returns [num_episodes] of the deterministic policy tanh(μ) on `config.env_id`
+    ([num_agents, num_episodes] for a multi-agent env).
+
+    JAX envs run as one jitted program; gymnasium envs run in a host loop.
+    `obs_stats`: observation-normalization statistics when `config.normalize_obs`.
+    """
+    if envs.resolve_backend(config.env_id, config.backend) == "gymnasium":
+        return evaluate_gymnasium(config, actor_params, key, num_episodes, obs_stats)
+    program = build_program(config.replace(total_env_steps=0))
+    stats = obs_stats if obs_stats is not None else program.env_to_module.init(program.obs_dim)
+    run = jax.jit(lambda p, s, k: evaluate_returns(program, p, s, k, num_episodes))
+    return np.asarray(run(actor_params, stats, key))

@@ -1,0 +1,140 @@
+"""The gymnasium loop: envs stepped on the host, the buffer and the learner on the device.
+
+The host steps a GymRunner in blocks of `config.host_block_steps` iterations, acting
+with the policy and observation statistics of the block's start; the block's rows then
+reach the device in one transfer, and one jitted call unpacks them, updates the
+statistics, and runs `iteration.absorb` for each iteration (adds and gradient steps).
+The observation statistics live in `TrainState.runner`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+from jaxsac import connectors
+from jaxsac.config import SACConfig
+from jaxsac.evaluation import evaluate_gymnasium
+from jaxsac.iteration import absorb
+from jaxsac.learner import METRICS as LEARNER_METRICS
+from jaxsac.metrics import nan_learner_metrics, period_row
+from jaxsac.program import TrainState, act, eval_key, host_program, init_state, iteration_keys
+from jaxsac.runners import GymRunner
+from jaxsac.schedule import Phase, iterations_per_period, segments
+
+
+def stack_rows(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """Metrics rows -> {name: array [rows, ...]} ({} for no rows)."""
+    if not rows:
+        return {}
+    return {k: np.stack([np.asarray(r[k]) for r in rows]) for k in rows[0]}
+
+
+class HostLoop:
+    """Trains `config` on gymnasium envs stepped by `runner` (one seed).
+
+    init(key) -> the initial TrainState (`runner` field: observation statistics after
+        the envs' first observations).
+    run_chunk(state, start, stop) -> (state, metrics rows [stop - start]): log periods
+        [start, stop), block by block.
+    """
+
+    fused_periods = 0
+    donates_state = True
+
+    def __init__(self, config: SACConfig, runner: GymRunner):
+        self.runner = runner
+        self.program = program = host_program(config, runner.obs_dim, runner.act_dim)
+
+        def policy(actor_params, obs_stats, raw_obs, root, iteration):
+            return act(program, actor_params, obs_stats, raw_obs,
+                       iteration_keys(root, iteration)[0])
+
+        def random(actor_params, obs_stats, raw_obs, root, iteration):
+            key = iteration_keys(root, iteration)[0]
+            return connectors.random_module_action(key, raw_obs.shape[0], program.act_dim)
+
+        self._act = {Phase.LEARN: jax.jit(policy), Phase.WARMUP: jax.jit(random),
+                     Phase.FIRST_UPDATE: jax.jit(random)}
+        self._blocks: dict[tuple[Phase, int], Callable] = {}
+        self._learner_metrics: list[dict[str, np.ndarray]] = []
+
+    def init(self, key: jax.Array) -> TrainState:
+        state = jax.jit(lambda key: init_state(self.program, key))(key)
+        first_obs = jax.device_put(self.runner.raw_obs)
+        return state.replace(runner=self.program.env_to_module.update(state.runner, first_obs))
+
+    def block(self, phase: Phase, size: int) -> Callable:
+        """Jitted (state, rows [size, E, packed_width]) -> (state, learner metrics [size]);
+        the state is donated. The statistics in `state.runner` fold in the rows' next
+        observations first; the block's gradient steps normalize with them."""
+        if (phase, size) not in self._blocks:
+            to_module = self.program.env_to_module
+
+            def run(state, rows):
+                steps, episodes = self.runner.unpack(rows)
+                obs_stats = jax.lax.scan(
+                    lambda stats, next_obs: (to_module.update(stats, next_obs), None),
+                    state.runner, steps.next_obs)[0]
+
+                def body(s, xs):
+                    return absorb(self.program, s, *xs, obs_stats, phase)
+                state, metrics = jax.lax.scan(body, state, (steps, episodes))
+                return state.replace(runner=obs_stats), metrics
+            self._blocks[phase, size] = jax.jit(run, donate_argnums=0)
+        return self._blocks[phase, size]
+
+    def run_period(self, state: TrainState, period: int):
+        """One log period: its iterations block by block, then its metrics row."""
+        per = iterations_per_period(self.program.config)
+        for phase, count in segments(self.program.config, period * per, (period + 1) * per):
+            state = self.run(state, phase, count)
+        return state, self.period_metrics(state, period)
+
+    def run_chunk(self, state: TrainState, start: int, stop: int):
+        """Log periods [start, stop): (state, metrics rows stacked [stop - start])."""
+        rows = []
+        for period in range(start, stop):
+            state, row = self.run_period(state, period)
+            rows.append(row)
+        return state, stack_rows(rows)
+
+    def run(self, state: TrainState, phase: Phase, count: int) -> TrainState:
+        """`count` iterations of `phase`, in blocks of at most host_block_steps."""
+        block_steps = self.program.config.host_block_steps
+        iteration = int(state.iteration)
+        act_fn = self._act[phase]
+        stop = iteration + count
+        while iteration < stop:
+            size = min(block_steps, stop - iteration)
+            rows = np.empty((size, self.runner.num_envs, self.runner.packed_width), np.float32)
+            for i in range(size):
+                action = act_fn(state.learner.actor_params, state.runner, self.runner.raw_obs,
+                                state.key, iteration + i)
+                rows[i] = self.runner.step(action)
+            state, metrics = self.block(phase, size)(state, rows)
+            if phase is not Phase.WARMUP:
+                self._learner_metrics.append(metrics)
+            iteration += size
+        return state
+
+    def period_metrics(self, state: TrainState, period: int) -> dict[str, Any]:
+        """The period's row (Python numbers): learner metrics averaged over the
+        period's gradient steps, and a deterministic evaluation on fresh envs."""
+        metrics = self._learner_metrics or [nan_learner_metrics()]
+        learner_metrics = {k: float(np.nanmean(np.concatenate(
+            [np.atleast_1d(np.asarray(m[k])) for m in metrics]))) for k in LEARNER_METRICS}
+        self._learner_metrics = []
+        config = self.program.config
+        returns = evaluate_gymnasium(config, state.learner.actor_params,
+                                     eval_key(state.key, period), config.eval_episodes,
+                                     state.runner)
+        return period_row(
+            learner_metrics, env_steps=int(state.iteration) * config.num_envs,
+            grad_steps=int(state.learner.step),
+            target_update_freq=config.target_network_update_freq,
+            episodes={k: np.asarray(v).item() for k, v in state.episodes.summary().items()},
+            eval_return=float(np.mean(returns)))

@@ -1,0 +1,81 @@
+"""The part of an iteration both loops share: after the env step, store the steps,
+count the iteration and its finished episodes, then take the gradient steps due
+(docs/semantics.md, "Training step").
+
+The JAX loop (jaxsac.loop) calls `absorb` once per iteration inside its scan; the
+gymnasium loop (jaxsac.host_loop) calls it for every iteration of a block of host steps
+inside one jitted call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxsac.learner import LearnerState
+from jaxsac.metrics import nan_learner_metrics
+from jaxsac.program import Program, TrainState, iteration_keys
+from jaxsac.replay import ReplayState
+from jaxsac.schedule import Phase, gradient_schedule
+from jaxsac.types import EpisodeInfo, Step
+
+
+def gradient_steps(program: Program, learner_state: LearnerState, buffer_state: ReplayState,
+                   obs_stats: Any, key: jax.Array, num_steps: int):
+    """`num_steps` gradient steps, each on a fresh sample followed by the priority update.
+
+    obs_stats: the statistics the sampled batches are normalized with (learner
+    connector). Returns (learner state, buffer state, learner metrics averaged over the
+    steps).
+    """
+
+    def one(carry, step_key):
+        lstate, bstate = carry
+        sample_key, update_key = jax.random.split(step_key)
+        batch = program.buffer.sample(bstate, sample_key)
+        batch = program.env_to_module.normalize_batch(obs_stats, batch)
+        lstate, metrics, td_error = program.learner.update(lstate, batch, update_key)
+        bstate = program.buffer.update_priorities(bstate, batch.indices, td_error)
+        return (lstate, bstate), metrics
+
+    keys = jax.random.split(key, num_steps)
+    (learner_state, buffer_state), metrics = jax.lax.scan(one, (learner_state, buffer_state), keys)
+    return learner_state, buffer_state, jax.tree.map(lambda m: jnp.mean(m, axis=0), metrics)
+
+
+def learn_from(program: Program, state: TrainState, obs_stats: Any, key: jax.Array):
+    """The gradient steps due after iteration `state.iteration - 1`'s add."""
+    per_iteration, every = gradient_schedule(program.config)
+
+    def run(_):
+        return gradient_steps(program, state.learner, state.buffer, obs_stats, key,
+                              per_iteration)
+
+    if every == 1:
+        return run(None)
+    due = (state.iteration - 1) % every == 0
+    skip = lambda _: (state.learner, state.buffer, nan_learner_metrics(state.learner.step.shape))
+    return jax.lax.cond(due, run, skip, None)
+
+
+def absorb(program: Program, state: TrainState, step: Step, episodes: EpisodeInfo,
+           obs_stats: Any, phase: Phase):
+    """Everything of an iteration after the env step: add the steps, count the
+    iteration and its finished episodes, then the gradient steps due (none in WARMUP).
+
+    step: Step [E]; episodes: EpisodeInfo [E]. Returns (state, learner metrics, NaN when
+    no gradient step was taken). Shared by the JAX path and the gymnasium loop.
+    """
+    state = state.replace(
+        buffer=program.buffer.add(state.buffer, step),
+        iteration=state.iteration + 1,
+        episodes=state.episodes.record(episodes.done, episodes.episode_return,
+                                       episodes.episode_length),
+    )
+    if phase is Phase.WARMUP:
+        return state, nan_learner_metrics(state.learner.step.shape)
+    _, update_key = iteration_keys(state.key, state.iteration - 1)
+    learner_state, buffer_state, metrics = learn_from(program, state, obs_stats, update_key)
+    return state.replace(learner=learner_state, buffer=buffer_state), metrics

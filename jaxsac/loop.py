@@ -1,0 +1,224 @@
+"""The JAX loop: a whole run, or any chunk of its log periods, as one compiled program.
+
+`training_step` is one iteration (act, step every env, then `iteration.absorb`);
+a log period is a `lax.scan` over its iterations followed by an evaluation and the
+period's metrics row; `make_train` is every log period of a run as one pure function,
+jit- and vmap-able (seeds, swept hyperparameters). `JaxLoop` is `train`'s view of the
+same program: the initial state and chunks of log periods with host work between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxsac import checks, sharding
+from jaxsac.config import SACConfig
+from jaxsac.evaluation import evaluate_returns
+from jaxsac.iteration import absorb
+from jaxsac.learner import Hyperparams
+from jaxsac.metrics import period_row
+from jaxsac.program import (
+    Program,
+    TrainState,
+    build_program,
+    eval_key,
+    init_state,
+    iteration_keys,
+    place,
+)
+from jaxsac.runners import random_act_fn
+from jaxsac.schedule import (
+    Phase,
+    first_steady_period,
+    iterations_per_period,
+    num_periods,
+    segments,
+)
+
+SWEEPABLE = ("actor_lr", "critic_lr", "alpha_lr", "tau", "initial_alpha", "gamma")
+"""SACConfig fields `make_train(config, sweep=...)` takes as traced arguments."""
+
+
+def _act_fn(program: Program, actor_params: Any, phase: Phase):
+    """Module actions [E, act_dim] in [-1, 1]: uniform random until learning starts."""
+    if phase is Phase.LEARN:
+        return lambda obs, key: program.learner.act(actor_params, obs, key)
+    return random_act_fn(program.act_dim)
+
+
+def training_step(program: Program, state: TrainState, phase: Phase):
+    """One iteration (docs/semantics.md, "Training step") of the JAX loop.
+
+    Returns (state, learner metrics of this iteration, NaN when it took no gradient step).
+    """
+    act_key, _ = iteration_keys(state.key, state.iteration)
+    act_fn = _act_fn(program, state.learner.actor_params, phase)
+    runner_state, step, episodes = program.runner.step(state.runner, act_fn, act_key)
+    state = state.replace(runner=runner_state)
+    state, metrics = absorb(program, state, step, episodes, runner_state.obs_norm, phase)
+    return place(program, state), metrics
+
+
+def run_segment(program: Program, state: TrainState, phase: Phase, count: int):
+    """`count` iterations of `phase` as one scan; learner metrics [count] per name."""
+    return jax.lax.scan(lambda s, _: training_step(program, s, phase), state, None, length=count)
+
+
+def run_period(program: Program, state: TrainState, period: int):
+    """Log period `period` (static): its iterations, then one row of metrics."""
+    per = iterations_per_period(program.config)
+    collected = []
+    for phase, count in segments(program.config, period * per, (period + 1) * per):
+        state, metrics = run_segment(program, state, phase, count)
+        collected.append(metrics)
+    learner_metrics = jax.tree.map(lambda *xs: jnp.nanmean(jnp.concatenate(xs), axis=0),
+                                   *collected)
+    return state, period_metrics(program, state, learner_metrics, period)
+
+
+def period_metrics(program: Program, state: TrainState, learner_metrics: dict,
+                   period: Any) -> dict[str, jax.Array]:
+    """The metrics row at the end of log period `period`, with its evaluation."""
+    returns = evaluate_returns(program, state.learner.actor_params, state.runner.obs_norm,
+                               eval_key(state.key, period), program.config.eval_episodes)
+    env_steps = state.iteration * program.env_steps_per_iteration
+    row = period_row(learner_metrics, env_steps=env_steps, grad_steps=state.learner.step,
+                     target_update_freq=program.config.target_network_update_freq,
+                     episodes=state.episodes.summary(), eval_return=jnp.mean(returns, axis=-1),
+                     layout=program.agents)
+    if program.on_period is not None:
+        jax.debug.callback(program.on_period, row, ordered=True)
+    return row
+
+
+def run_periods(program: Program, state: TrainState, start: int, stop: int):
+    """Log periods [start, stop): warm-up periods one by one, the steady ones in one scan.
+
+    Returns (state, metrics with a leading period axis).
+    """
+    rows = []
+    steady = max(start, min(stop, first_steady_period(program.config)))
+    for period in range(start, steady):
+        state, row = run_period(program, state, period)
+        rows.append(jax.tree.map(lambda x: x[None], row))
+    if stop > steady:
+        def body(s, period):
+            return run_steady_period(program, s, period)
+        state, steady_rows = jax.lax.scan(body, state, jnp.arange(steady, stop))
+        rows.append(steady_rows)
+    return state, jax.tree.map(lambda *xs: jnp.concatenate(xs), *rows)
+
+
+def run_steady_period(program: Program, state: TrainState, period: jax.Array):
+    """A log period of LEARN iterations only (period may be traced)."""
+    state, metrics = run_segment(program, state, Phase.LEARN,
+                                 iterations_per_period(program.config))
+    learner_metrics = jax.tree.map(lambda m: jnp.nanmean(m, axis=0), metrics)
+    return state, period_metrics(program, state, learner_metrics, period)
+
+
+def make_train(config: SACConfig, sweep: Sequence[str] = (),
+               mesh: jax.sharding.Mesh | None = None,
+               period_callback: Callable[[dict[str, Any]], Any] | None = None
+               ) -> Callable[..., Any]:
+    """The whole run as one pure function, for JAX-native envs.
+
+    Returns `train_fn(key, *swept) -> (TrainState, metrics)`, where `swept` are the
+    values of the `sweep` fields (any of SWEEPABLE) in order, as scalars, so
+
+        jax.jit(jax.vmap(make_train(config)))(jax.random.split(key, 8))    # 8 seeds
+        jax.jit(jax.vmap(make_train(config, sweep=("critic_lr",))))(keys, lrs)
+
+    train many seeds or settings in one compiled program. `metrics` holds arrays with a
+    leading axis of log periods (`total_env_steps // log_every`).
+
+    mesh: the devices to train on, a `jax.sharding.Mesh` with a "data" axis (default:
+    `jaxsac.sharding.default_mesh(config)`: all devices when the config splits evenly
+    over them, else one device). On several devices the replay buffer's
+    shards and the envs are spread over the data axis and the learner is replicated
+    (jaxsac.sharding); `config.data_shards` defaults to the data axis's size.
+
+    period_callback: a host function called with every log period's metrics row (numpy
+    values) as the compiled program reaches the period's end (`jax.debug.callback`,
+    ordered; under `vmap` once per seed): progress or timestamps from inside one program.
+    """
+    if period_callback is not None and not callable(period_callback):
+        checks.fail("make_train", "period_callback", period_callback, "callable (row) -> None")
+    unknown = [name for name in sweep if name not in SWEEPABLE]
+    if unknown:
+        raise ValueError(f"make_train: sweep={tuple(sweep)!r} has {unknown}, which cannot be "
+                         f"swept; allowed: {list(SWEEPABLE)}")
+    mesh = sharding.check_mesh(mesh, "make_train", config)
+    config = sharding.resolve(config, mesh, "make_train")
+    placement = sharding.placement(mesh)
+    build_program(config, placement=placement)  # validates eagerly, outside any trace
+
+    def train_fn(key: jax.Array, *swept: Any):
+        if len(swept) != len(sweep):
+            raise TypeError(f"train_fn takes {len(sweep)} swept value(s) {tuple(sweep)}, "
+                            f"got {len(swept)}")
+        values = dict(zip(sweep, swept, strict=True))
+        gamma = values.pop("gamma", None)
+        program = build_program(config, gamma, placement)._replace(on_period=period_callback)
+        state = init_state(program, key, Hyperparams.from_config(program.config, **values))
+        return run_periods(program, state, 0, num_periods(program.config))
+
+    return train_fn
+
+
+class JaxLoop:
+    """`train`'s view of the JAX loop for `num_seeds` seeds (vmapped when more than one).
+
+    init(keys) -> the initial TrainState (leading seed axis for several seeds).
+    run_chunk(state, start, stop) -> (state, metrics rows [stop - start, (seeds,) ...]):
+        log periods [start, stop) as one compiled program. `fused_periods` leading
+        periods (the warm-up) run as one chunk; the steady periods after them share one
+        program that takes the period as an argument, so nothing is compiled twice.
+    Every chunk takes its hyperparameters from `program.config` (so a resumed run uses
+    the requested ones), as constants, as make_train's program does.
+    """
+
+    donates_state = False
+
+    def __init__(self, program: Program, num_seeds: int):
+        self.program, self.num_seeds = program, num_seeds
+        self.fused_periods = first_steady_period(program.config)
+        self._hparams = Hyperparams.from_config(program.config)
+        self._steady = jax.jit(self._over_seeds(self._steady_chunk, in_axes=(0, None)))
+        self._keys = None
+
+    def _over_seeds(self, f: Callable, in_axes: Any = 0) -> Callable:
+        # Metrics come back [periods, seeds, ...], one row per log period.
+        return jax.vmap(f, in_axes=in_axes, out_axes=(0, 1)) if self.num_seeds > 1 else f
+
+    def _initial(self, key: jax.Array) -> TrainState:
+        return init_state(self.program, key, self._hparams)
+
+    def _pin(self, state: TrainState) -> TrainState:
+        return state.replace(learner=state.learner.replace(hparams=self._hparams))
+
+    def _steady_chunk(self, state: TrainState, period: jax.Array):
+        state, row = run_steady_period(self.program, self._pin(state), period)
+        return state, jax.tree.map(lambda x: x[None], row)
+
+    def init(self, keys: jax.Array) -> TrainState:
+        self._keys = keys
+        initial = jax.vmap(self._initial) if self.num_seeds > 1 else self._initial
+        return jax.jit(initial)(keys)
+
+    def run_chunk(self, state: TrainState, start: int, stop: int):
+        program = self.program
+        if start == 0:
+            # The initial state is computed again inside this program: XLA then compiles
+            # the first periods exactly as in make_train's program, bit for bit (with the
+            # state as an argument its fusions, and so its rounding, differ).
+            return jax.jit(self._over_seeds(lambda key: run_periods(
+                program, self._initial(key), 0, stop)))(self._keys)
+        if start >= self.fused_periods:
+            return self._steady(state, jnp.asarray(start, jnp.int32))
+        return jax.jit(self._over_seeds(lambda s: run_periods(program, self._pin(s), start,
+                                                              stop)))(state)

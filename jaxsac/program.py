@@ -1,0 +1,252 @@
+"""The assembly of a run: its pure pieces (`Program`), its state (`TrainState`), the
+initial state, its keys, and the one policy function every caller acts with.
+
+`build_program(config)` is where a run's shape is decided, once: a single-agent env
+gets the learner, buffer and JAX runner of `config`; a multi-agent env gets them
+stacked over modules (jaxsac.agents) and a runner over all agents' columns. The loops
+(jaxsac.loop, jaxsac.host_loop) and evaluation use a Program without asking which.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+from jaxsac import agents, connectors, envs, replay, sharding
+from jaxsac.agents import AgentLayout
+from jaxsac.config import SACConfig
+from jaxsac.learner import Hyperparams, Learner, LearnerState, make_learner, stacked_learner
+from jaxsac.metrics import empty_episode_stats
+from jaxsac.replay import ReplayBuffer, ReplayState
+from jaxsac.runners import JaxRunner, make_jax_runner
+from jaxsac.schedule import validate_schedule
+from jaxsac.types import Step
+
+
+@flax.struct.dataclass
+class TrainState:
+    """Everything a run carries from one iteration to the next (a pytree).
+
+    learner: LearnerState (leaves [M, ...] for M stacked modules).
+    buffer: ReplayState.
+    runner: the JAX runner's RunnerState (env states, running episode sums, observation
+        statistics); in the gymnasium loop, where the envs live on the host, the
+        observation statistics (ObsNormState) alone.
+    key: the run's root key; iteration i draws from fold_in(key, i).
+    iteration: [] int32, iterations done (env steps = iteration * num_envs).
+    episodes: EpisodeStats (AgentEpisodeStats for several agents).
+    """
+
+    learner: LearnerState
+    buffer: ReplayState
+    runner: Any
+    key: jax.Array
+    iteration: jax.Array
+    episodes: Any
+
+
+class Program(NamedTuple):
+    """The pure pieces of one run, built from a config (and swept values).
+
+    config: the config one module trains with (`agents.module_config` of a multi-agent
+        config; the config itself otherwise).
+    env: the JAX env (None for a gymnasium run); runner: its JaxRunner (None likewise).
+    agents: the AgentLayout of a multi-agent env, else None.
+    placement: where the state lives on a device mesh; None on one device.
+    on_period: a host function called with each log period's metrics row from inside
+        the compiled program (`make_train(..., period_callback=)`); None: no call.
+    """
+
+    config: SACConfig
+    env: Any
+    learner: Learner
+    buffer: ReplayBuffer
+    runner: JaxRunner | None
+    env_to_module: connectors.EnvToModule
+    obs_dim: int
+    act_dim: int
+    agents: AgentLayout | None = None
+    placement: sharding.Placement | None = None
+    on_period: Callable[[dict[str, Any]], Any] | None = None
+
+    @property
+    def env_steps_per_iteration(self) -> int:
+        """Env steps one iteration counts: num_envs (each agent's own, E, for several
+        agents)."""
+        return self.config.num_envs if self.agents is None else self.agents.num_envs
+
+
+def _validate_agents(config: SACConfig) -> None:
+    """Errors for multi-agent settings a run cannot honour, naming the fields."""
+    if config.num_agents > 1 and not envs.is_multi_agent(config.env_id):
+        raise ValueError(f"SACConfig.num_agents={config.num_agents} needs a multi-agent env, "
+                         f"but env_id={config.env_id!r} is single-agent; multi-agent envs: "
+                         f"{sorted(envs.MULTI_AGENT_ENVS)}")
+    if envs.is_multi_agent(config.env_id) and config.backend == "gymnasium":
+        raise ValueError(f"SACConfig.backend='gymnasium' is invalid for env_id="
+                         f"{config.env_id!r}: multi-agent envs run on the 'jax' backend only")
+    if config.num_modules > 1 and config.normalize_obs:
+        raise ValueError("SACConfig.normalize_obs=True is not supported with "
+                         "policy_mapping='independent' and num_agents > 1 (the runner's "
+                         "statistics would pool all agents); use normalize_obs=False or "
+                         "policy_mapping='shared'")
+    if envs.is_multi_agent(config.env_id) and config.num_data_shards > 1:
+        raise ValueError(f"SACConfig.data_shards={config.data_shards} is invalid for the "
+                         f"multi-agent env {config.env_id!r}: must be 1 or None")
+
+
+def validate(config: SACConfig, placement: sharding.Placement | None = None) -> str:
+    """Errors for configs no run can honour, naming the fields; returns the backend."""
+    backend = envs.resolve_backend(config.env_id, config.backend)
+    _validate_agents(config)
+    multi_agent = envs.is_multi_agent(config.env_id)
+    if multi_agent and placement is not None:
+        raise ValueError(f"make_train/train: a mesh of {placement.mesh.devices.size} devices "
+                         f"is invalid for the multi-agent env {config.env_id!r}: it runs on one "
+                         "device; pass a one-device mesh (jaxsac.sharding.make_mesh(devices[:1]))")
+    validate_schedule(agents.module_config(config) if multi_agent else config)
+    return backend
+
+
+def build_program(config: SACConfig, gamma: Any = None,
+                  placement: sharding.Placement | None = None) -> Program:
+    """Learner, buffer and JAX runner for `config` (a JAX env); `gamma` may be traced (a
+    sweep). `placement` puts the state's arrays on a device mesh (jaxsac.sharding)."""
+    if validate(config, placement) != "jax":
+        raise ValueError(f"SACConfig.backend={config.backend!r}: env_id={config.env_id!r} "
+                         "runs on gymnasium; make_train needs a JAX env (use train(config))")
+    if envs.is_multi_agent(config.env_id):
+        return _multi_agent_program(config, gamma)
+    env = envs.make(config.env_id, backend="jax")
+    obs_dim = connectors.flat_obs_dim(env.observation_space)
+    act_dim = connectors.flat_action_dim(env.action_space)
+    return Program(config, env, make_learner(config, obs_dim, act_dim),
+                   make_buffer(config, config.gamma if gamma is None else gamma),
+                   make_jax_runner(env, config.num_envs, normalize_obs=config.normalize_obs),
+                   connectors.EnvToModule(normalize=config.normalize_obs), obs_dim, act_dim,
+                   placement=placement)
+
+
+def _multi_agent_program(config: SACConfig, gamma: Any) -> Program:
+    """Stacked per-module learner and buffer, a runner over all E·N agent columns, and
+    the multi-agent env (for evaluation)."""
+    per_module = agents.module_config(config)
+    env = envs.make(config.env_id, backend="jax", num_agents=config.num_agents)
+    layout = AgentLayout.from_config(config)
+    obs_dim = connectors.flat_obs_dim(env.observation_space)
+    act_dim = connectors.flat_action_dim(env.action_space)
+    learner = stacked_learner(make_learner(per_module, obs_dim, act_dim), per_module, layout)
+    buffer = replay.stacked_buffer(
+        make_buffer(per_module, per_module.gamma if gamma is None else gamma), layout)
+    runner = make_jax_runner(env.agent_env, config.num_envs * config.num_agents,
+                             normalize_obs=config.normalize_obs)
+    return Program(per_module, env, learner, buffer, runner,
+                   connectors.EnvToModule(normalize=config.normalize_obs), obs_dim, act_dim,
+                   agents=layout)
+
+
+def host_program(config: SACConfig, obs_dim: int, act_dim: int) -> Program:
+    """The learner and buffer of a run whose envs live on the host (no JAX env or
+    runner): the gymnasium loop, and checkpoint templates of such runs."""
+    return Program(config, None, make_learner(config, obs_dim, act_dim),
+                   make_buffer(config, config.gamma), None,
+                   connectors.EnvToModule(normalize=config.normalize_obs), obs_dim, act_dim)
+
+
+def make_buffer(config: SACConfig, gamma: Any) -> ReplayBuffer:
+    """The replay buffer of `config`: one episode buffer, or `data_shards` of them."""
+    shards = config.num_data_shards
+    shard = replay.episode_buffer(
+        config.buffer_capacity // shards, config.num_envs // shards,
+        config.batch_size // shards, n_step=config.n_step,
+        gamma=gamma, prioritized=config.prioritized, alpha=config.priority_alpha,
+        beta=config.priority_beta, eps=config.priority_eps,
+        beta_final=config.priority_beta_final, beta_steps=config.priority_beta_steps)
+    if shards == 1:
+        return shard
+
+    def beta(state: ReplayState) -> jax.Array:
+        return replay.scheduled_beta(state.priority_updates, config.priority_beta,
+                                     config.priority_beta_final, config.priority_beta_steps)
+
+    return replay.sharded_buffer(shard, shards, beta if config.prioritized else None)
+
+
+def example_step(obs_dim: int, act_dim: int) -> Step:
+    """One unbatched Step of zeros: the shapes `buffer.init` allocates for."""
+    zero_obs = jnp.zeros((obs_dim,), jnp.float32)
+    no = jnp.zeros((), bool)
+    return Step(zero_obs, jnp.zeros((act_dim,), jnp.float32), jnp.zeros((), jnp.float32),
+                no, no, zero_obs)
+
+
+def run_generator_key(key: jax.Array, impl: str) -> jax.Array:
+    """A key of the `jax.random` implementation `impl` drawn from `key` (any implementation,
+    typed or a raw uint32 key): the same `key` always gives the same result."""
+    words = jax.random.bits(key, (2,), jnp.uint32)  # the key data of both PRNG_IMPLS
+    return jax.random.wrap_key_data(words, impl=impl)
+
+
+def run_keys(config: SACConfig, num_seeds: int) -> jax.Array:
+    """The key of each seed: key(seed), or split(key(seed), num_seeds) for several."""
+    key = jax.random.key(config.seed)
+    return key if num_seeds == 1 else jax.random.split(key, num_seeds)
+
+
+def iteration_keys(root: jax.Array, iteration: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(acting key, update key) of one iteration: a function of the iteration alone."""
+    return tuple(jax.random.split(jax.random.fold_in(jax.random.fold_in(root, 0), iteration)))
+
+
+def eval_key(root: jax.Array, period: jax.Array) -> jax.Array:
+    """The key of log period `period`'s evaluation."""
+    return jax.random.fold_in(jax.random.fold_in(root, 1), period)
+
+
+def place(program: Program, state: TrainState) -> TrainState:
+    """`state` constrained to the program's placement (unchanged on one device)."""
+    return state if program.placement is None else program.placement.constrain(state)
+
+
+def init_state(program: Program, key: jax.Array, hparams: Hyperparams | None = None
+               ) -> TrainState:
+    """The state before the first iteration. Every key of the run derives from `key`,
+    re-keyed for `config.prng_impl`. A program without a JAX runner (the gymnasium loop)
+    starts its `runner` field as observation statistics before any observation."""
+    hparams = Hyperparams.from_config(program.config) if hparams is None else hparams
+    key = run_generator_key(key, program.config.prng_impl)
+    learner_key, runner_key, run_key = jax.random.split(key, 3)
+    runner = (program.env_to_module.init(program.obs_dim) if program.runner is None
+              else program.runner.init(runner_key))
+    return place(program, TrainState(
+        learner=program.learner.init(learner_key, hparams),
+        buffer=program.buffer.init(example_step(program.obs_dim, program.act_dim)),
+        runner=runner,
+        key=run_key,
+        iteration=jnp.zeros((), jnp.int32),
+        episodes=empty_episode_stats(program.agents),
+    ))
+
+
+def act(program: Program, actor_params: Any, obs_stats: Any, obs: jax.Array, key: jax.Array,
+        deterministic: bool = False) -> jax.Array:
+    """The policy: module actions [B, act_dim] in [-1, 1] for raw flattened observations
+    obs [B, obs_dim] (the env-to-module connector applied with `obs_stats`), sampled, or
+    tanh(μ) when `deterministic`. For stacked modules B is E·N agent columns."""
+    module_obs = program.env_to_module.apply(obs_stats, obs)
+    return program.learner.act(actor_params, module_obs, key, deterministic)
+
+
+@functools.lru_cache(maxsize=16)
+def deterministic_policy(config: SACConfig, obs_dim: int, act_dim: int) -> Callable:
+    """Jitted (actor_params, obs_stats, raw obs [B, obs_dim]) -> tanh(μ) [B, act_dim] of
+    one module of `config` (what evaluation on the host and `load_policy` act with)."""
+    program = host_program(config, obs_dim, act_dim)
+    key = jax.random.key(0)  # unused by the deterministic action
+    return jax.jit(lambda params, stats, obs: act(program, params, stats, obs, key,
+                                                  deterministic=True))

@@ -1,0 +1,65 @@
+"""The replay buffer's state and interface, shared by every buffer in this package.
+
+Row layout: C = capacity rows, E = num_envs; each env owns a time-ordered ring of C // E
+slots and the flat row of env e at slot s is s * E + e. A row's `flags` byte holds
+TERMINATED, TRUNCATED and RESET (a reset row: never the start of a transition).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+from flax import struct
+
+from jaxsac.types import Batch, Step
+
+TERMINATED = 1
+TRUNCATED = 2
+RESET = 4
+DONE = TERMINATED | TRUNCATED
+
+
+@struct.dataclass
+class ReplayState:
+    """The buffer's state (a pytree). C = capacity, E = num_envs, row = slot * E + env.
+
+    obs: [C, *obs_shape] the observation each step was taken from.
+    action: [C, *act_shape].
+    reward: [C] float32.
+    flags: [C] uint8, bit 0 terminated, bit 1 truncated, bit 2 reset row (not a start).
+    last_next_obs: [E, *obs_shape] the observation after each env's newest row.
+    write_slot: [] int32, the ring slot the next `add` writes.
+    filled_slots: [] int32, slots written so far (at most C // E).
+    num_valid: [] int32, rows that are valid starts (written, not reset rows).
+    priority_sums: tree levels of p^alpha, leaves first, level l of shape
+        [rows_l, TREE_ARITY]; () when sampling uniformly.
+    priority_mins: the same levels holding the min (+inf where no valid row).
+    max_priority: [] float32, p_max (raw |td| + eps, not raised to alpha).
+    priority_updates: [] int32, calls of `update_priorities` (drives the beta schedule).
+    """
+
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    flags: jax.Array
+    last_next_obs: jax.Array
+    write_slot: jax.Array
+    filled_slots: jax.Array
+    num_valid: jax.Array
+    priority_sums: tuple[jax.Array, ...]
+    priority_mins: tuple[jax.Array, ...]
+    max_priority: jax.Array
+    priority_updates: jax.Array
+
+
+class ReplayBuffer(NamedTuple):
+    """The pure functions of an episode replay buffer (see `episode_buffer`)."""
+
+    init: Callable[[Step], ReplayState]
+    add: Callable[[ReplayState, Step], ReplayState]
+    sample: Callable[[ReplayState, jax.Array], Batch]
+    update_priorities: Callable[[ReplayState, jax.Array, jax.Array], ReplayState]
+    can_sample: Callable[[ReplayState], jax.Array]
+

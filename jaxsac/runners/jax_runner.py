@@ -1,0 +1,126 @@
+"""The JAX runner: pure functions that step `num_envs` copies of a JAX env with NEXT_STEP
+autoreset, so a whole training run can be one `lax.scan`.
+
+Stream shape (what the replay buffer expects): after a row whose `terminated` or
+`truncated` is set, that env's next row is the *reset row*: obs = the final observation
+(== the done row's next_obs), action = whatever the policy gave (ignored by the env),
+reward 0, terminated = truncated = False, next_obs = the first observation of the new
+episode. A reset row is not an env step of any episode: `EpisodeInfo.episode_length`
+counts only the real steps. `Step.action` is the module's action in [-1, 1]; obs and
+next_obs are the flattened float32 env observations, raw (normalization is applied at
+act time, and to sampled batches by the learner connector).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import gymnasium
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxsac import checks, connectors
+from jaxsac.connectors import EnvToModule, ObsNormState
+from jaxsac.envs import AutoReset, AutoResetState, JaxEnv, check_spaces
+from jaxsac.runners.episodes import bookkeeping
+from jaxsac.types import EpisodeInfo, Step
+
+# act_fn(module_obs [E, obs_dim] float32, key) -> module actions [E, act_dim] in [-1, 1].
+ActFn = Callable[[jax.Array, jax.Array], jax.Array]
+
+
+def random_act_fn(act_dim: int) -> ActFn:
+    """An `act_fn` drawing uniform random module actions in [-1, 1] (warm-up)."""
+
+    def act(module_obs: jax.Array, key: jax.Array) -> jax.Array:
+        return connectors.random_module_action(key, module_obs.shape[0], act_dim)
+
+    return act
+
+
+@struct.dataclass
+class RunnerState:
+    """State of the JAX runner (every leaf has leading axis num_envs, E, except obs_norm).
+
+    env_state: the autoreset env states, [E, ...].
+    obs: [E, obs_dim] float32, the current raw (flattened) observations.
+    episode_return: [E] float32, reward summed over the running episode.
+    episode_length: [E] int32, env steps of the running episode.
+    obs_norm: ObsNormState, the env-to-module observation statistics ([obs_dim] leaves).
+    """
+
+    env_state: AutoResetState
+    obs: jax.Array
+    episode_return: jax.Array
+    episode_length: jax.Array
+    obs_norm: ObsNormState
+
+
+class JaxRunner(NamedTuple):
+    """Pure functions stepping `num_envs` copies of a JAX env (see `make_jax_runner`)."""
+
+    init: Callable[[jax.Array], RunnerState]
+    step: Callable[[RunnerState, ActFn, jax.Array], tuple[RunnerState, Step, EpisodeInfo]]
+    num_envs: int
+    obs_dim: int
+    act_dim: int
+    observation_space: gymnasium.spaces.Box
+    action_space: gymnasium.spaces.Box
+
+
+def make_jax_runner(env: JaxEnv, num_envs: int, normalize_obs: bool = False) -> JaxRunner:
+    """A runner for a JAX env (e.g. `jaxsac.envs.make("Pendulum-v1", backend="jax")`).
+
+    init(key) -> RunnerState: resets all envs.
+    step(rstate, act_fn, key) -> (rstate, step, episodes): applies the env-to-module
+        connectors to the current obs, calls `act_fn(module_obs [E, obs_dim], key)` for
+        module actions [E, act_dim] in [-1, 1], rescales and clips them to the action Box
+        (module-to-env), steps every env with NEXT_STEP autoreset, and returns the
+        `Step` [E] and `EpisodeInfo` [E]. Pure and jittable (close over `act_fn`).
+    """
+    checks.check_int("make_jax_runner", "num_envs", num_envs, 1)
+    check_spaces(env.observation_space, env.action_space, repr(env))
+    obs_dim = connectors.flat_obs_dim(env.observation_space)
+    act_dim = connectors.flat_action_dim(env.action_space)
+    autoreset_env = AutoReset(env)
+    to_module = EnvToModule(normalize=bool(normalize_obs))
+    to_env = connectors.module_to_env(env.action_space)
+
+    def init(key: jax.Array) -> RunnerState:
+        env_state, obs = jax.vmap(autoreset_env.reset)(jax.random.split(key, num_envs))
+        obs = connectors.flatten_obs(obs)
+        return RunnerState(
+            env_state=env_state,
+            obs=obs,
+            episode_return=jnp.zeros((num_envs,), jnp.float32),
+            episode_length=jnp.zeros((num_envs,), jnp.int32),
+            obs_norm=to_module.update(to_module.init(obs_dim), obs))
+
+    def module_obs(rstate: RunnerState) -> jax.Array:
+        return to_module.apply(rstate.obs_norm, rstate.obs)
+
+    def step(rstate: RunnerState, act_fn: ActFn, key: jax.Array):
+        act_key, env_key = jax.random.split(key)
+        action = jnp.asarray(act_fn(module_obs(rstate), act_key), jnp.float32)
+        if action.shape != (num_envs, act_dim):
+            raise ValueError(f"act_fn returned actions of shape {action.shape}; expected "
+                             f"(num_envs, act_dim) = {(num_envs, act_dim)}")
+        is_reset_row = rstate.env_state.needs_reset
+        env_state, next_obs, reward, terminated, truncated = jax.vmap(autoreset_env.step)(
+            rstate.env_state, to_env(action), jax.random.split(env_key, num_envs))
+        next_obs = connectors.flatten_obs(next_obs)
+        done = jnp.logical_or(terminated, truncated)
+        episode_return, episode_length, episodes = bookkeeping(
+            rstate.episode_return, rstate.episode_length, reward, is_reset_row, done, jnp)
+        transition = Step(obs=rstate.obs, action=action, reward=reward,
+                          terminated=terminated, truncated=truncated, next_obs=next_obs)
+        rstate = RunnerState(env_state=env_state, obs=next_obs, episode_return=episode_return,
+                             episode_length=episode_length,
+                             obs_norm=to_module.update(rstate.obs_norm, next_obs))
+        return rstate, transition, episodes
+
+    return JaxRunner(init=init, step=step, num_envs=num_envs,
+                     obs_dim=obs_dim, act_dim=act_dim,
+                     observation_space=env.observation_space, action_space=env.action_space)

@@ -1,0 +1,211 @@
+"""`train`: a whole run on any backend, with progress, logs, checkpoints and a callback.
+
+    result = jaxsac.train(config)                        # TrainResult(state, metrics, ...)
+    result = jaxsac.train(config, callback=fn)           # fn(row, state) -> True stops
+
+JAX envs run the JAX loop (jaxsac.loop) in chunks of log periods: identical to one
+`make_train` call for the same key. Gymnasium envs run the host loop (jaxsac.host_loop).
+Between chunks the host logs each period's row, checks it for non-finite values,
+calls the callback and writes the checkpoints due.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsac import checkpoint, checks, sharding
+from jaxsac.config import SACConfig
+from jaxsac.host_loop import HostLoop, stack_rows
+from jaxsac.learner import LearnerState
+from jaxsac.logger import RunLogger
+from jaxsac.loop import JaxLoop
+from jaxsac.program import TrainState, build_program, run_keys, validate
+from jaxsac.runners import GymRunner
+from jaxsac.schedule import log_chunks, num_periods
+
+Callback = Callable[[dict[str, np.ndarray], TrainState], Any]
+"""callback(row, state) after each log period: `row` is the period's metrics (numpy;
+[seeds] per metric for several seeds) and `state` the TrainState at the end of the
+chunk that ran it (the warm-up periods run as one chunk). A truthy return stops the run
+after that period; the state is checkpointed first when checkpoint_dir is set."""
+
+
+class TrainResult(NamedTuple):
+    """What `train` returns.
+
+    state: the final TrainState (leading seed axis when several seeds were trained).
+    metrics: dict of numpy arrays, leading axis = log periods ([periods, seeds] for seeds).
+    config: the SACConfig of the run.
+    log_dir: where metrics.csv, TensorBoard events and curve.png went (or None).
+    """
+
+    state: TrainState
+    metrics: dict[str, np.ndarray]
+    config: SACConfig
+    log_dir: str | None
+
+
+class Loop(Protocol):
+    """What `train` needs from a loop (jaxsac.loop.JaxLoop, jaxsac.host_loop.HostLoop).
+
+    fused_periods: leading log periods run as one chunk when starting from period 0.
+    donates_state: run_chunk donates its input state to the device (it is unusable
+        afterwards).
+    """
+
+    fused_periods: int
+    donates_state: bool
+
+    def init(self, keys: jax.Array) -> TrainState: ...
+
+    def run_chunk(self, state: TrainState, start: int, stop: int
+                  ) -> tuple[TrainState, dict[str, Any]]: ...
+
+
+def train(config: SACConfig, num_seeds: int = 1, progress: bool = True,
+          mesh: jax.sharding.Mesh | None = None,
+          callback: Callback | None = None) -> TrainResult:
+    """Train `config` on any backend, with progress, logs, checkpoints and a callback.
+
+    JAX envs run the jitted program one log period per call (identical to one
+    `make_train` call for the same key); `num_seeds > 1` trains seeds
+    `split(key(config.seed), num_seeds)` vmapped in one program. Gymnasium envs run a
+    host loop (one seed) with the buffer on the device. Logs go to `config.log_dir`,
+    checkpoints to `config.checkpoint_dir` (resumed from with `config.resume`).
+
+    mesh: as for `make_train` for JAX envs; the gymnasium loop runs on one device, and
+        a mesh of several devices or `data_shards > 1` is an error there.
+    callback: see `Callback`.
+    """
+    checks.check_int("train", "num_seeds", num_seeds, 1)
+    if callback is not None and not callable(callback):
+        checks.fail("train", "callback", callback, "callable (row, state) -> stop")
+    if validate(config) == "jax":
+        mesh = sharding.check_mesh(mesh, "train", config)
+        config = sharding.resolve(config, mesh, "train")
+        program = build_program(config, placement=sharding.placement(mesh))
+        loop = JaxLoop(program, num_seeds)
+        return run_log_periods(config, loop, run_keys(config, num_seeds), num_seeds,
+                               progress, callback)
+    if num_seeds != 1:
+        raise ValueError(f"train: num_seeds={num_seeds} needs a JAX env; {config.env_id!r} "
+                         "runs on gymnasium, one seed per process")
+    _check_one_device(config, mesh)
+    runner = GymRunner(config.env_id, config.num_envs, config.vectorization,
+                       config.max_env_restarts, config.seed)
+    try:
+        return run_log_periods(config, HostLoop(config, runner), jax.random.key(config.seed),
+                               1, progress, callback)
+    finally:
+        runner.close()
+
+
+def _check_one_device(config: SACConfig, mesh: jax.sharding.Mesh | None) -> None:
+    """The gymnasium loop runs on one device with one data shard; errors otherwise."""
+    if mesh is not None and sharding.check_mesh(mesh, "train", config).devices.size > 1:
+        raise ValueError(f"train: mesh of {mesh.devices.size} devices is invalid for "
+                         f"{config.env_id!r} on the gymnasium backend: the host loop runs on "
+                         "one device; pass mesh=None or a one-device mesh")
+    if config.num_data_shards > 1:
+        raise ValueError(f"SACConfig.data_shards={config.data_shards} is invalid for "
+                         f"{config.env_id!r} on the gymnasium backend: must be 1 or None (the "
+                         "host loop runs one shard)")
+
+
+def run_log_periods(config: SACConfig, loop: Loop, keys: jax.Array, num_seeds: int,
+                    progress: bool, callback: Callback | None = None) -> TrainResult:
+    """The log periods of a run from the host: resume, log, checkpoint, callback, and a
+    stop on non-finite values (the last finite state is saved). See `log_chunks` for how
+    the run is cut into chunks."""
+    checkpoints = CheckpointSchedule(config)
+    state = checkpoints.resume(loop.init(keys))
+    start = checkpoints.env_steps(state) // config.log_every
+    first = jax.process_index() == 0  # on several hosts only the first one logs
+    logger = RunLogger(config.log_dir if first else None, config.total_env_steps, num_seeds,
+                       progress and first, start_env_steps=start * config.log_every)
+    rows = []
+    try:
+        for chunk_start, chunk_stop in log_chunks(config, start, loop.fused_periods):
+            # The host loop donates its state to the device: keep a copy to save should
+            # this chunk end in NaNs.
+            previous = (jax.tree.map(jnp.copy, state) if loop.donates_state
+                        and checkpoints.directory else state)
+            new_state, chunk_rows = loop.run_chunk(state, chunk_start, chunk_stop)
+            chunk_rows = jax.device_get(chunk_rows)
+            stop = False
+            for i in range(chunk_stop - chunk_start):
+                row = jax.tree.map(lambda x, i=i: x[i], chunk_rows)
+                if not all_finite(row, new_state.learner):
+                    checkpoints.save(previous)
+                    period = chunk_start + i
+                    raise FloatingPointError(
+                        f"non-finite losses or parameters in log period {period} (env steps "
+                        f"{period * config.log_every}..{(period + 1) * config.log_every}); the "
+                        f"last finite state was saved" + checkpoints.where())
+                rows.append(row)
+                logger.log(row)
+                stop = stop or bool(callback is not None and callback(row, new_state))
+            state = new_state
+            checkpoints.maybe_save(state, last=stop or chunk_stop == num_periods(config))
+            if stop:
+                break
+    finally:
+        logger.close()
+    return TrainResult(state, stack_rows(rows), config, config.log_dir)
+
+
+def all_finite(row: dict[str, Any], learner_state: LearnerState) -> bool:
+    """Finite losses (they are NaN only before the first gradient step) and parameters."""
+    learned = np.asarray(row["grad_steps"]) > 0
+    losses_ok = all(not np.any(learned & ~np.isfinite(np.asarray(row[name])))
+                    for name in ("qf_loss", "policy_loss", "alpha_loss"))
+    params = (learner_state.actor_params, learner_state.critic_params, learner_state.log_alpha)
+    return losses_ok and all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(params))
+
+
+class CheckpointSchedule:
+    """`train`'s use of jaxsac.checkpoint: resume, periodic and final saves."""
+
+    def __init__(self, config: SACConfig):
+        self.config = config
+        self.directory = config.checkpoint_dir
+        self._last_saved = -1
+
+    def where(self) -> str:
+        return f" to {self.directory}" if self.directory else " (no checkpoint_dir set)"
+
+    def resume(self, state: TrainState) -> TrainState:
+        """The newest checkpoint's state when `config.resume` (else `state`), with the
+        requested config's hyperparameters, as in an uninterrupted run."""
+        if not (self.config.resume and self.directory):
+            return state
+        if checkpoint.latest_step(self.directory) is None:
+            return state
+        restored, _ = checkpoint.restore(self.directory, config=self.config, like=state)
+        restored = restored.replace(
+            learner=restored.learner.replace(hparams=state.learner.hparams))
+        self._last_saved = self.env_steps(restored)
+        return restored
+
+    def env_steps(self, state: TrainState) -> int:
+        return int(np.max(jax.device_get(state.iteration))) * self.config.num_envs
+
+    def maybe_save(self, state: TrainState, last: bool) -> None:
+        every = self.config.checkpoint_every
+        steps = self.env_steps(state)
+        if last or (every and steps // every > max(self._last_saved, 0) // every):
+            self.save(state)
+
+    def save(self, state: TrainState) -> None:
+        if not self.directory:
+            return
+        steps = self.env_steps(state)
+        if steps == self._last_saved:
+            return
+        checkpoint.save(self.directory, state, self.config, steps)
+        self._last_saved = steps
