@@ -7,11 +7,14 @@
 
 Each case trains a short run of a tuned example and records a SHA-256 of every array of
 its final TrainState and of its metrics. The cases: one jitted `make_train` program of
-the tuned Pendulum-v1, chunked `train` with 2 vmapped seeds, the gymnasium backend, and
-multi-agent Pendulum (jitted and chunked). With `--checkpoints DIR` the chunked
-Pendulum run also writes a checkpoint to DIR/pendulum (kept when it exists already), and
-`--compare` then restores that checkpoint (written by the code that made the earlier
-fingerprints) and resumes it. Equal hashes mean the same bits on this machine.
+the tuned Pendulum-v1, a vmapped learning-rate sweep, chunked `train` with 2 vmapped
+seeds, the gymnasium backend (and with observation normalization, whose statistics are
+read back from its checkpoint), multi-agent Pendulum (independent modules jitted and
+chunked, a shared module jitted), and `evaluate` on both backends. With
+`--checkpoints DIR` the chunked Pendulum run also writes a checkpoint to DIR/pendulum
+(kept when it exists already), and `--compare` then restores that checkpoint (written
+by the code that made the earlier fingerprints) and resumes it. Equal hashes mean the
+same bits on this machine.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import hashlib
 import json
 import os
 import sys
+import tempfile
 
 import jax
 import numpy as np
@@ -67,6 +71,7 @@ def cases(checkpoints: str | None, resume_only: bool):
     result = jaxsac.train(pendulum.replace(checkpoint_dir=directory if write else None),
                           num_seeds=2, progress=False)
     out["train/pendulum_2_seeds"] = (digest(result.state), metrics_digest(result.metrics))
+    result_params = result.state.learner.actor_params
 
     gym = pendulum.replace(backend="gymnasium", total_env_steps=800)
     result = jaxsac.train(gym, progress=False)
@@ -74,6 +79,28 @@ def cases(checkpoints: str | None, resume_only: bool):
     # they are constant without normalize_obs.
     out["train/gymnasium"] = (digest(result.state.replace(runner=None)),
                               metrics_digest(result.metrics))
+
+    sweep = jaxsac.make_train(pendulum, sweep=("critic_lr",))
+    state, metrics = jax.jit(jax.vmap(sweep))(jax.random.split(jax.random.key(1), 2),
+                                              jax.numpy.array([3e-4, 1e-3]))
+    out["make_train/critic_lr_sweep"] = (digest(state), metrics_digest(metrics))
+
+    shared = multi.replace(policy_mapping="shared")
+    state, metrics = jax.jit(jaxsac.make_train(shared))(jax.random.key(2))
+    out["make_train/multi_agent_shared"] = (digest(state), metrics_digest(metrics))
+
+    params = jax.tree.map(lambda x: x[0], result_params)
+    out["evaluate/jax"] = (digest(jaxsac.evaluate(pendulum, params, jax.random.key(3), 3)),
+                           "")
+    out["evaluate/gymnasium"] = (digest(jaxsac.evaluate(gym, params, jax.random.key(3), 3)),
+                                 "")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        normalized = gym.replace(normalize_obs=True, checkpoint_dir=tmp)
+        result = jaxsac.train(normalized, progress=False)
+        restored, _ = jaxsac.checkpoint.restore(tmp)
+        out["train/gymnasium_normalize_obs"] = (digest(restored),
+                                                metrics_digest(result.metrics))
 
     if directory is not None and resume_only:
         resumed = pendulum.replace(checkpoint_dir=directory, resume=True,

@@ -35,7 +35,7 @@ from jaxsac.config import SACConfig
 from jaxsac.evaluation import evaluate
 from jaxsac.learner import LearnerState, make_learner
 from jaxsac.loop import make_train
-from jaxsac.policy import Policy, load_policy
+from jaxsac.policy import load_policy
 from jaxsac.program import TrainState
 from jaxsac.train import TrainResult, train
 from jaxsac.types import Batch, EpisodeInfo, Step
@@ -44,7 +44,6 @@ __all__ = [
     "Batch",
     "EpisodeInfo",
     "LearnerState",
-    "Policy",
     "SACConfig",
     "Step",
     "TrainResult",

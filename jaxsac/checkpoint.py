@@ -535,14 +535,14 @@ def restore_actor(directory: str | os.PathLike, step: int | None = None, *,
     try:
         config, meta = _read_json(manager, directory, step)
         seeds = meta["num_seeds"] if meta["seed_axis"] else 1
-        if isinstance(seed_index, bool) or not isinstance(seed_index, int) \
-                or not 0 <= seed_index < seeds:
-            raise ValueError(f"load_policy: seed_index={seed_index!r} is invalid: checkpoint "
-                             f"step {step} in {directory} holds {seeds} seed(s)")
-        if isinstance(module_id, bool) or not isinstance(module_id, int) \
-                or not 0 <= module_id < config.num_modules:
-            raise ValueError(f"load_policy: module_id={module_id!r} is invalid: checkpoint "
-                             f"step {step} in {directory} holds {config.num_modules} module(s)")
+        where = f"checkpoint step {step} in {directory}"
+        if not checks.is_int(seed_index) or not 0 <= seed_index < seeds:
+            checks.fail("load_policy", "seed_index", seed_index,
+                        f"in [0, {seeds}): {where} holds {seeds} seed(s)")
+        if not checks.is_int(module_id) or not 0 <= module_id < config.num_modules:
+            checks.fail("load_policy", "module_id", module_id,
+                        f"in [0, {config.num_modules}): {where} holds "
+                        f"{config.num_modules} module(s)")
         template = _init_template(config, meta)
         items, _, _ = _named_leaves(template)
         wanted = {"learner": {n: x for n, x in items["learner"].items()

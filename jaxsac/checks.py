@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 
 def fail(owner: str, name: str, value: Any, allowed: str) -> NoReturn:
+    """Raise the ValueError "<owner>: <name>=<value> is invalid: must be <allowed>"."""
     separator = "." if owner == "SACConfig" else ": "
     raise ValueError(f"{owner}{separator}{name}={value!r} is invalid: must be {allowed}")
 
@@ -48,12 +49,14 @@ def check_real(owner: str, name: str, value: Any, low: float, high: float, *,
 
 
 def check_choice(owner: str, name: str, value: Any, choices: tuple[str, ...]) -> str:
+    """`value` when it is one of `choices`."""
     if not isinstance(value, str) or value not in choices:
         fail(owner, name, value, f"one of {list(choices)}")
     return value
 
 
 def check_bool(owner: str, name: str, value: Any) -> bool:
+    """`value` when it is a bool (not a truthy string or number)."""
     if not isinstance(value, bool):
         fail(owner, name, value, "True or False")
     return value

@@ -52,7 +52,8 @@ def evaluate_returns(program: Program, actor_params: Any, obs_stats: Any, key: j
 def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
                        num_episodes: int, obs_stats: Any = None) -> np.ndarray:
     """Returns [num_episodes] of the deterministic policy on gymnasium envs, one episode
-    per env, stepped on the host."""
+    per env, stepped on the host. obs_stats: the ObsNormState the policy normalizes with
+    (a fresh one, the identity without normalize_obs, when None)."""
     seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
     runner = GymRunner(config.env_id, num_episodes, "sync", 0, seed)
     try:
@@ -63,7 +64,7 @@ def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
         finished = np.zeros(num_episodes, bool)
         raw_obs = runner.raw_obs
         while not finished.all():
-            step, _ = runner.unpack(runner.step(policy(actor_params, obs_stats, raw_obs)))
+            step, _ = runner.unpack(runner.step_packed(policy(actor_params, obs_stats, raw_obs)))
             total += np.where(finished, 0.0, step.reward)
             finished |= step.terminated | step.truncated
             raw_obs = step.next_obs

@@ -15,14 +15,13 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxsac import connectors
 from jaxsac.config import SACConfig
 from jaxsac.evaluation import evaluate_gymnasium
 from jaxsac.iteration import absorb
 from jaxsac.learner import METRICS as LEARNER_METRICS
 from jaxsac.metrics import nan_learner_metrics, period_row
 from jaxsac.program import TrainState, act, eval_key, host_program, init_state, iteration_keys
-from jaxsac.runners import GymRunner
+from jaxsac.runners import GymRunner, random_act_fn
 from jaxsac.schedule import Phase, iterations_per_period, segments
 
 
@@ -54,8 +53,7 @@ class HostLoop:
                        iteration_keys(root, iteration)[0])
 
         def random(actor_params, obs_stats, raw_obs, root, iteration):
-            key = iteration_keys(root, iteration)[0]
-            return connectors.random_module_action(key, raw_obs.shape[0], program.act_dim)
+            return random_act_fn(program.act_dim)(raw_obs, iteration_keys(root, iteration)[0])
 
         self._act = {Phase.LEARN: jax.jit(policy), Phase.WARMUP: jax.jit(random),
                      Phase.FIRST_UPDATE: jax.jit(random)}
@@ -114,7 +112,7 @@ class HostLoop:
             for i in range(size):
                 action = act_fn(state.learner.actor_params, state.runner, self.runner.raw_obs,
                                 state.key, iteration + i)
-                rows[i] = self.runner.step(action)
+                rows[i] = self.runner.step_packed(action)
             state, metrics = self.block(phase, size)(state, rows)
             if phase is not Phase.WARMUP:
                 self._learner_metrics.append(metrics)

@@ -26,6 +26,8 @@ def gradient_steps(program: Program, learner_state: LearnerState, buffer_state: 
                    obs_stats: Any, key: jax.Array, num_steps: int):
     """`num_steps` gradient steps, each on a fresh sample followed by the priority update.
 
+    Learner metrics are {name: [] or [M] for M stacked modules}.
+
     obs_stats: the statistics the sampled batches are normalized with (learner
     connector). Returns (learner state, buffer state, learner metrics averaged over the
     steps).
@@ -46,7 +48,9 @@ def gradient_steps(program: Program, learner_state: LearnerState, buffer_state: 
 
 
 def learn_from(program: Program, state: TrainState, obs_stats: Any, key: jax.Array):
-    """The gradient steps due after iteration `state.iteration - 1`'s add."""
+    """The gradient steps due after iteration `state.iteration - 1`'s add (see
+    `schedule.gradient_schedule`): (learner state, buffer state, learner metrics, NaN
+    for an iteration without gradient steps)."""
     per_iteration, every = gradient_schedule(program.config)
 
     def run(_):

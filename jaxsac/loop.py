@@ -51,9 +51,11 @@ def _act_fn(program: Program, actor_params: Any, phase: Phase):
 
 
 def training_step(program: Program, state: TrainState, phase: Phase):
-    """One iteration (docs/semantics.md, "Training step") of the JAX loop.
+    """One iteration (docs/semantics.md, "Training step") of the JAX loop: every env of
+    `program.runner` steps once, then `iteration.absorb`.
 
-    Returns (state, learner metrics of this iteration, NaN when it took no gradient step).
+    Returns (state, learner metrics of this iteration: {name: [] or [M] for M stacked
+    modules}, NaN when it took no gradient step).
     """
     act_key, _ = iteration_keys(state.key, state.iteration)
     act_fn = _act_fn(program, state.learner.actor_params, phase)
@@ -83,7 +85,7 @@ def run_period(program: Program, state: TrainState, period: int):
 def period_metrics(program: Program, state: TrainState, learner_metrics: dict,
                    period: Any) -> dict[str, jax.Array]:
     """The metrics row at the end of log period `period`, with its evaluation."""
-    returns = evaluate_returns(program, state.learner.actor_params, state.runner.obs_norm,
+    returns = evaluate_returns(program, state.learner.actor_params, program.obs_stats(state),
                                eval_key(state.key, period), program.config.eval_episodes)
     env_steps = state.iteration * program.env_steps_per_iteration
     row = period_row(learner_metrics, env_steps=env_steps, grad_steps=state.learner.step,
@@ -143,8 +145,10 @@ def make_train(config: SACConfig, sweep: Sequence[str] = (),
     (jaxsac.sharding); `config.data_shards` defaults to the data axis's size.
 
     period_callback: a host function called with every log period's metrics row (numpy
-    values) as the compiled program reaches the period's end (`jax.debug.callback`,
-    ordered; under `vmap` once per seed): progress or timestamps from inside one program.
+    values: scalars, or [M] / [N] for the module and agent axes of a multi-agent run) as
+    the compiled program reaches the period's end (`jax.debug.callback`, ordered; under
+    `vmap`, once per seed with that seed's row): progress or timestamps from inside one
+    program.
     """
     if period_callback is not None and not callable(period_callback):
         checks.fail("make_train", "period_callback", period_callback, "callable (row) -> None")
@@ -211,6 +215,8 @@ class JaxLoop:
         return jax.jit(initial)(keys)
 
     def run_chunk(self, state: TrainState, start: int, stop: int):
+        """Log periods [start, stop) from `state`; from period 0 the program starts
+        from the keys given to `init` (it recomputes the initial state, see below)."""
         program = self.program
         if start == 0:
             # The initial state is computed again inside this program: XLA then compiles

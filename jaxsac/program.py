@@ -74,6 +74,11 @@ class Program(NamedTuple):
     placement: sharding.Placement | None = None
     on_period: Callable[[dict[str, Any]], Any] | None = None
 
+    def obs_stats(self, state: TrainState) -> Any:
+        """The observation statistics (ObsNormState) in `state`: the JAX runner's, or,
+        for a run whose envs live on the host, `state.runner` itself."""
+        return state.runner if self.runner is None else state.runner.obs_norm
+
     @property
     def env_steps_per_iteration(self) -> int:
         """Env steps one iteration counts: num_envs (each agent's own, E, for several
@@ -87,9 +92,6 @@ def _validate_agents(config: SACConfig) -> None:
         raise ValueError(f"SACConfig.num_agents={config.num_agents} needs a multi-agent env, "
                          f"but env_id={config.env_id!r} is single-agent; multi-agent envs: "
                          f"{sorted(envs.MULTI_AGENT_ENVS)}")
-    if envs.is_multi_agent(config.env_id) and config.backend == "gymnasium":
-        raise ValueError(f"SACConfig.backend='gymnasium' is invalid for env_id="
-                         f"{config.env_id!r}: multi-agent envs run on the 'jax' backend only")
     if config.num_modules > 1 and config.normalize_obs:
         raise ValueError("SACConfig.normalize_obs=True is not supported with "
                          "policy_mapping='independent' and num_agents > 1 (the runner's "
@@ -102,14 +104,16 @@ def _validate_agents(config: SACConfig) -> None:
 
 def validate(config: SACConfig, placement: sharding.Placement | None = None) -> str:
     """Errors for configs no run can honour, naming the fields; returns the backend."""
-    backend = envs.resolve_backend(config.env_id, config.backend)
+    backend = envs.resolve_backend(config.env_id, config.backend, owner="SACConfig")
     _validate_agents(config)
     multi_agent = envs.is_multi_agent(config.env_id)
     if multi_agent and placement is not None:
         raise ValueError(f"make_train/train: a mesh of {placement.mesh.devices.size} devices "
                          f"is invalid for the multi-agent env {config.env_id!r}: it runs on one "
                          "device; pass a one-device mesh (jaxsac.sharding.make_mesh(devices[:1]))")
-    validate_schedule(agents.module_config(config) if multi_agent else config)
+    validate_schedule(config)
+    if multi_agent:
+        validate_schedule(agents.module_config(config))
     return backend
 
 
@@ -215,9 +219,11 @@ def place(program: Program, state: TrainState) -> TrainState:
 
 def init_state(program: Program, key: jax.Array, hparams: Hyperparams | None = None
                ) -> TrainState:
-    """The state before the first iteration. Every key of the run derives from `key`,
-    re-keyed for `config.prng_impl`. A program without a JAX runner (the gymnasium loop)
-    starts its `runner` field as observation statistics before any observation."""
+    """The state before the first iteration, for one seed (`jax.vmap` it over keys
+    [S] for S seeds). Every key of the run derives from `key` (a typed or raw key),
+    re-keyed for `config.prng_impl`; `hparams` default to the config's. A program
+    without a JAX runner (the gymnasium loop) starts its `runner` field as observation
+    statistics before any observation."""
     hparams = Hyperparams.from_config(program.config) if hparams is None else hparams
     key = run_generator_key(key, program.config.prng_impl)
     learner_key, runner_key, run_key = jax.random.split(key, 3)

@@ -29,10 +29,15 @@ from jaxsac.runners import GymRunner
 from jaxsac.schedule import log_chunks, num_periods
 
 Callback = Callable[[dict[str, np.ndarray], TrainState], Any]
-"""callback(row, state) after each log period: `row` is the period's metrics (numpy;
-[seeds] per metric for several seeds) and `state` the TrainState at the end of the
-chunk that ran it (the warm-up periods run as one chunk). A truthy return stops the run
-after that period; the state is checkpointed first when checkpoint_dir is set."""
+"""callback(row, state) after each log period: `row` is the period's metrics (numpy
+scalars, or [seeds] per metric for several seeds; multi-agent metrics add an agent or
+module axis) and `state` the TrainState at the end of the chunk that ran the period
+(the warm-up periods run as one chunk, so their rows share that chunk's end state).
+`state` is valid during the call only: the gymnasium loop donates its arrays to the
+next chunk, so copy what you keep (`jax.tree.map(jnp.copy, ...)`). A truthy return
+stops the run at the end of that chunk (after the remaining warm-up periods of a fused
+chunk, which are logged and returned too); the state is checkpointed first when
+checkpoint_dir is set."""
 
 
 class TrainResult(NamedTuple):

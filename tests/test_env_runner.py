@@ -154,7 +154,7 @@ def _run_gym(runner, num_calls, seed=0):
     rng = np.random.default_rng(seed)
     first_obs = np.asarray(runner.raw_obs)
     actions = rng.uniform(-1, 1, (num_calls, runner.num_envs, runner.act_dim))
-    rows = [runner.unpack(runner.step(a)) for a in actions.astype(np.float32)]
+    rows = [runner.unpack(runner.step_packed(a)) for a in actions.astype(np.float32)]
     return first_obs, _stack(rows)
 
 
@@ -268,13 +268,13 @@ def test_gym_runner_stops_after_max_env_restarts_consecutive_failures(vectorizat
                        vectorization=vectorization, env_kwargs={"fail_at_steps": (1,)})
     action = np.zeros((1, 1), np.float32)
     for _ in range(4):  # fail, reset row, fail, reset row
-        runner.step(action)
+        runner.step_packed(action)
     assert runner.num_env_restarts == 2
     with pytest.raises(EnvFailureError,
                        match=r"env 0 \('jaxsac_test/Faulty-v0'\) gave up after 3 consecutive "
                              r"failures \(max_env_restarts=2\); last error: RuntimeError: "
                              r"injected failure at step 1"):
-        runner.step(action)
+        runner.step_packed(action)
     runner.close()
 
 
@@ -322,7 +322,7 @@ def test_structured_obs_need_a_flattening_connector(observation_space):
     with _spaces_runner(observation_space, BOX_ACT, flatten_structured_obs=True) as runner:
         obs_dim = gymnasium.spaces.flatdim(observation_space)
         assert runner.obs_dim == obs_dim and runner.raw_obs.shape == (2, obs_dim)
-        step, _ = runner.unpack(runner.step(np.zeros((2, 2), np.float32)))
+        step, _ = runner.unpack(runner.step_packed(np.zeros((2, 2), np.float32)))
         assert step.next_obs.shape == (2, obs_dim)
 
 
@@ -352,7 +352,7 @@ def test_action_shape_is_checked():
         runner.step(rstate, random_act_fn(2), jax.random.key(1))
     with GymRunner("Pendulum-v1", num_envs=2) as gym_runner:
         with pytest.raises(ValueError, match=r"actions of shape \(2,\); expected"):
-            gym_runner.step(np.zeros(2, np.float32))
+            gym_runner.step_packed(np.zeros(2, np.float32))
 
 
 def test_rescaling_matches_the_module_to_env_connector():

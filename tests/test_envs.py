@@ -193,7 +193,8 @@ def test_make_backends():
 def test_make_bad_input_messages():
     with pytest.raises(ValueError, match=r"backend='torch' is invalid: must be one of"):
         envs.make(PENDULUM, backend="torch")
-    with pytest.raises(ValueError, match=r"'Acrobot-v1' has no JAX implementation; JAX envs"):
+    with pytest.raises(ValueError,
+                       match=r"'Acrobot-v1', which has no JAX implementation; JAX envs"):
         envs.make("Acrobot-v1", backend="jax")
     with pytest.raises(ValueError, match=r"'NoSuchEnv-v0' is not a registered gymnasium"):
         envs.make("NoSuchEnv-v0", backend="gymnasium")

@@ -8,7 +8,7 @@ the 200-step time limit included) vmapped over E envs, with fixed random actions
 the same scan through `make_jax_runner(...).step` with uniform random actions (action
 draw, module-to-env rescaling, episode bookkeeping and the `Step` records). Env steps/s
 counts E per iteration. Gymnasium: seconds per call of `SyncVectorEnv.step` on numpy
-actions (bare) against `GymRunner.step` (rescaling, bookkeeping, packing the rows
+actions (bare) against `GymRunner.step_packed` (rescaling, bookkeeping, packing the rows
 for one host-to-device transfer per block), for Pendulum-v1 and E envs, best of `--repeats`.
 """
 
@@ -76,7 +76,7 @@ def jax_runner_steps_per_second(num_envs: int, scan_length: int, repeats: int) -
 
 
 def gym_seconds_per_call(num_envs: int, calls: int, repeats: int) -> tuple[float, float]:
-    """(bare SyncVectorEnv.step, GymRunner.step) seconds per call (GymRunner.step: module
+    """(bare SyncVectorEnv.step, GymRunner.step_packed) seconds per call (step_packed: module
     actions rescaled, the envs stepped, episode bookkeeping, the rows packed)."""
     rng = np.random.default_rng(0)
     module_actions = rng.uniform(-1, 1, (calls, num_envs, 1)).astype(np.float32)
@@ -92,7 +92,7 @@ def gym_seconds_per_call(num_envs: int, calls: int, repeats: int) -> tuple[float
     runner = GymRunner(ENV_ID, num_envs, seed=0)
     def run_runner():
         for action in module_actions:
-            runner.step(action)
+            runner.step_packed(action)
 
     bare_s = best_seconds(run_bare, repeats) / calls
     runner_s = best_seconds(run_runner, repeats) / calls

@@ -51,26 +51,25 @@ def is_multi_agent(env_id: str) -> bool:
     return env_id in MULTI_AGENT_ENVS
 
 
-def resolve_backend(env_id: str, backend: str = "auto") -> str:
+def resolve_backend(env_id: str, backend: str = "auto", owner: str = "make") -> str:
     """The backend a run of `env_id` uses, "jax" or "gymnasium": the one place that
     decides it.
 
     backend: "jax" (an error when `env_id` has no JAX implementation), "gymnasium" (an
     error for a multi-agent env, which is JAX only) or "auto" (JAX when `env_id` has a
     JAX implementation, else gymnasium).
+    owner: whose argument `backend` is, for the error ("make", "SACConfig", ...).
     """
-    if backend not in BACKENDS:
-        checks.check_choice("make", "backend", backend, BACKENDS)
+    checks.check_choice(owner, "backend", backend, BACKENDS)
     if backend == "auto":
         return "jax" if has_jax_env(env_id) else "gymnasium"
     if backend == "jax" and not has_jax_env(env_id):
-        raise ValueError(
-            f"backend='jax' is invalid: env_id={env_id!r} has no JAX implementation; "
-            f"JAX envs: {sorted([*JAX_ENVS, *MULTI_AGENT_ENVS])} (use backend='gymnasium' or "
-            "'auto' for other ids)")
+        checks.fail(owner, "backend", backend,
+                    f"'gymnasium' or 'auto' for env_id={env_id!r}, which has no JAX "
+                    f"implementation; JAX envs: {sorted([*JAX_ENVS, *MULTI_AGENT_ENVS])}")
     if backend == "gymnasium" and is_multi_agent(env_id):
-        raise ValueError(f"backend='gymnasium' is invalid: env_id={env_id!r} is a "
-                         "multi-agent JAX env, so backend must be 'jax' or 'auto'")
+        checks.fail(owner, "backend", backend, f"'jax' or 'auto' for env_id={env_id!r}, a "
+                    "multi-agent JAX env (backend must be 'jax' or 'auto')")
     return backend
 
 

@@ -49,9 +49,10 @@ class GymRunner:
     flatten_structured_obs: wrap each env in gymnasium's `FlattenObservation`, the
         flattening connector that Dict / Tuple / Discrete observations need.
 
-    step(actions [E, act_dim] in [-1, 1]) -> rows [E, packed_width] float32 on the host:
-    each env's `Step` and `EpisodeInfo` packed in one array, so that many steps reach the
-    device in one transfer; `unpack` (jittable) turns rows back into (Step, EpisodeInfo).
+    step_packed(actions [E, act_dim] in [-1, 1]) -> rows [E, packed_width] float32 on the
+    host: each env's `Step` and `EpisodeInfo` packed in one array, so that many steps
+    reach the device in one transfer; `unpack` (jittable) turns rows back into
+    (Step, EpisodeInfo).
 
     Fault tolerance: an env whose `step` raises at call t is rebuilt. For that call the
     runner emits for that env the row (obs = its last good obs, action = the attempted
@@ -110,12 +111,12 @@ class GymRunner:
 
     @property
     def packed_width(self) -> int:
-        """Columns of a `step` row: obs, action, reward, terminated, truncated,
+        """Columns of a `step_packed` row: obs, action, reward, terminated, truncated,
         next_obs, episode return, episode length."""
         return 2 * self.obs_dim + self.act_dim + 5
 
     def unpack(self, packed: jax.Array) -> tuple[Step, EpisodeInfo]:
-        """Rows of `step`, [..., E, packed_width] -> (Step, EpisodeInfo) with
+        """Rows of `step_packed`, [..., E, packed_width] -> (Step, EpisodeInfo) with
         leading axes [..., E]: numpy arrays for a numpy `packed`, else jax arrays. Pure and
         jittable (the gymnasium loop unpacks a whole block of rows inside its jitted call)."""
         d, a = self.obs_dim, self.act_dim
@@ -135,12 +136,12 @@ class GymRunner:
         """[E, obs_dim] float32 on the host: the current flattened env observations."""
         return self._obs
 
-    def step(self, actions: Any) -> np.ndarray:
+    def step_packed(self, actions: Any) -> np.ndarray:
         """Steps every env once: its rows, [E, packed_width] float32 on the host (see
         `unpack`). Bools are 0/1 and episode lengths below 2**24 are exact in float32."""
         action = np.asarray(actions, np.float32)
         if action.shape != (self.num_envs, self.act_dim):
-            raise ValueError(f"GymRunner.step: actions of shape {action.shape}; expected "
+            raise ValueError(f"GymRunner.step_packed: actions of shape {action.shape}; expected "
                              f"(num_envs, act_dim) = {(self.num_envs, self.act_dim)}")
         next_obs, reward, terminated, truncated, infos = self._vec_env.step(
             self._to_env(action))
