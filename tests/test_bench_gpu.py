@@ -31,7 +31,8 @@ def test_every_section_is_written(smallest):
     assert written["sections"]["updates"] is not None
     assert [r["num_envs"] for r in written["sections"]["envs"]] == [
         e for e, _ in bench_gpu.SMALLEST.env_runs]
-    assert [r["seeds"] for r in written["sections"]["seeds"]] == list(bench_gpu.SMALLEST.seeds)
+    assert [r["seeds"] for r in written["sections"]["seeds"]] == [
+        s for s, _ in bench_gpu.SMALLEST.seed_runs]
     assert written["skipped"] == [] and written["errors"] == {}
     assert written["environment"]["device_kind"] and written["environment"]["jax"]
     assert "not yet measured: no Playground adapter" in md
@@ -61,6 +62,13 @@ def test_training_counts_match_the_configs(smallest):
                      "env_steps_per_s_per_seed"):
             assert _positive(row[name]), (row["seeds"], name)
         assert row["env_steps_per_s"] == pytest.approx(row["env_steps"] / row["run_s"])
+        seconds = row["run_seconds"]
+        assert len(seconds) == bench_gpu.TIMED_RUNS and all(_positive(s) for s in seconds)
+        assert min(seconds) <= row["run_s"] <= max(seconds)
+        assert row["spread_pct"] == pytest.approx((max(seconds) - min(seconds)) / min(seconds)
+                                                  * 100)
+        assert row["env_steps_per_s_each_run"] == pytest.approx(
+            [row["env_steps"] / s for s in seconds])
         assert len(row["eval_return"]) == row["seeds"]
         assert all(math.isfinite(x) for x in row["eval_return"])
 
@@ -80,8 +88,8 @@ def test_sizes_are_valid_configs(sizes):
     configs = [(bench_gpu.train_config(e, i, steps, learning_starts=sizes.learning_starts),
                 1 if e == 1 else steps) for e, i in sizes.env_runs]
     e = sizes.seed_num_envs  # section 3: one gradient step per env step
-    configs.append((bench_gpu.train_config(e, sizes.seed_iterations, e,
-                                           learning_starts=sizes.learning_starts), e))
+    configs += [(bench_gpu.train_config(e, i, e, learning_starts=sizes.learning_starts), e)
+                for _, i in sizes.seed_runs]
     for config, per_iteration in configs:
         assert round(config.utd_ratio * config.num_envs) == per_iteration
         assert config.buffer_capacity % config.num_envs == 0

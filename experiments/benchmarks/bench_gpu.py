@@ -17,11 +17,19 @@ Sections, each a function returning rows of plain numbers:
 2. `bench_envs`: Pendulum-v1 training through `jax.jit(make_train(config))` at several
    `num_envs`, a fixed number of gradient steps per iteration (`utd_ratio` =
    steps / num_envs; one per env step with one env). Compile time (`lower().compile()`),
-   then two runs with different keys; rates come from the second. A run is the whole
-   program: warm-up iterations, learning iterations and one evaluation (the run is one
-   log period), so env steps/s = total_env_steps / seconds of the run.
+   then two timed runs with different keys (no untimed warm-up run: a run is as long as
+   the program); rates come from their median (their mean), and the spread between them
+   is recorded. A run is the whole program: warm-up iterations, learning iterations and
+   one evaluation (the run is one log period), so env steps/s = total_env_steps / seconds
+   of the run.
 3. `bench_seeds`: `jax.jit(jax.vmap(make_train(config)))(split(key, S))` for S seeds of
-   one config; env steps/s summed over seeds.
+   one config, timed the same way; env steps/s summed over seeds. Each seed count has
+   its own iteration count, so that every timed run lasts long enough.
+
+The default (GPU) sizes make every timed call last about 3 s or more on an NVIDIA H200
+(0.09 ms per bare update, about 0.15 ms per gradient step in training with one seed),
+so one-off costs of a few tens of milliseconds stay near 1%; the 9 compiled programs
+(about 25 s each there) still dominate the script's time.
 
 The training config is the tuned Pendulum-v1 (prioritized replay, n-step 2–4), or with
 `--plain` uniform replay and n-step 1 (the settings of bench_train.py). `--smallest`
@@ -69,19 +77,24 @@ class Sizes:
     updates: int  # updates per jitted scan (section 1)
     repeats: int  # timed calls of that scan
     env_runs: tuple[tuple[int, int], ...]  # (num_envs, iterations) of section 2
-    grad_steps_per_iteration: int  # section 2 with num_envs > 1, and section 3
-    seeds: tuple[int, ...]  # section 3
-    seed_num_envs: int
-    seed_iterations: int
+    grad_steps_per_iteration: int  # section 2 with num_envs > 1
+    seed_runs: tuple[tuple[int, int], ...]  # (seeds, iterations) of section 3
+    seed_num_envs: int  # section 3: one gradient step per env step
     learning_starts: int
 
 
-GPU = Sizes(updates=1_000, repeats=5,
-            env_runs=((1, 3_000), (64, 400), (1024, 400), (4096, 400)),
-            grad_steps_per_iteration=8, seeds=(1, 8, 64), seed_num_envs=8, seed_iterations=250,
-            learning_starts=256)
+# Sized from the rates of an earlier H200 run with shorter sizes (1,000 updates; 3,000
+# iterations with one env, 400 with more, 250 for every seed count): 0.091 ms per update,
+# 0.15-0.20 ms per gradient step with one seed, 1.8 ms per iteration of 8 envs with 8
+# vmapped seeds and 6.0 ms with 64. At those rates each timed call takes 3.3-4.0 s and
+# the whole script about 260 s, of which about 195 s are the 9 compiles.
+GPU = Sizes(updates=36_000, repeats=3,
+            env_runs=((1, 20_000), (64, 3_000), (1024, 3_000), (4096, 3_000)),
+            grad_steps_per_iteration=8, seed_runs=((1, 3_000), (8, 2_000), (64, 600)),
+            seed_num_envs=8, learning_starts=256)
 SMALLEST = Sizes(updates=20, repeats=3, env_runs=((1, 320),), grad_steps_per_iteration=8,
-                 seeds=(2,), seed_num_envs=8, seed_iterations=40, learning_starts=256)
+                 seed_runs=((2, 40),), seed_num_envs=8, learning_starts=256)
+TIMED_RUNS = 2  # timed runs of each training program, each with its own key
 
 
 # --- configs and the counts they imply --------------------------------------------------
@@ -174,30 +187,37 @@ def bench_updates(updates: int, repeats: int) -> dict[str, Any]:
 # --- sections 2 and 3: training -----------------------------------------------------------
 
 
-def bench_training(config: jaxsac.SACConfig, seeds: int | None) -> dict[str, Any]:
-    """Compile `make_train(config)` (vmapped over `seeds` keys unless None), run it with
-    one key, then time a second run with another; rates are of the second run, summed over
-    seeds."""
+def bench_training(config: jaxsac.SACConfig, seeds: int | None,
+                   runs: int = TIMED_RUNS) -> dict[str, Any]:
+    """Compile `make_train(config)` (vmapped over `seeds` keys unless None), then time
+    `runs` runs, each with its own key; rates come from the median run (summed over seeds),
+    counts and returns from the last run, and `spread_pct` is (slowest - fastest) / fastest."""
     train_fn = jaxsac.make_train(config)
     if seeds is None:
-        fn, keys = train_fn, [jax.random.key(1), jax.random.key(2)]
+        fn, keys = train_fn, [jax.random.key(k) for k in range(1, runs + 1)]
     else:
         fn = jax.vmap(train_fn)
-        keys = [jax.random.split(jax.random.key(k), seeds) for k in (1, 2)]
+        keys = [jax.random.split(jax.random.key(k), seeds) for k in range(1, runs + 1)]
     run, compile_s = compile_timed(fn, keys[0])
-    _, first_s = timed(run, keys[0])
-    (_, metrics), run_s = timed(run, keys[1])
+    seconds, counts = [], []
+    for key in keys:
+        (_, metrics), s = timed(run, key)
+        seconds.append(s)
+        counts.append((int(np.sum(final(metrics, "env_steps"))),
+                       int(np.sum(final(metrics, "grad_steps")))))
+    assert len(set(counts)) == 1, f"runs took different step counts: {counts}"
+    env_steps, grad_steps = counts[-1]
+    run_s = statistics.median(seconds)
     n = 1 if seeds is None else seeds
-    env_steps = int(np.sum(final(metrics, "env_steps")))
-    grad_steps = int(np.sum(final(metrics, "grad_steps")))
     expected_env, expected_grad = expected_counts(config)
     return {"num_envs": config.num_envs, "seeds": n, "config": config_summary(config),
-            "compile_s": compile_s, "first_run_s": first_s, "run_s": run_s,
+            "compile_s": compile_s, "run_seconds": seconds, "run_s": run_s,
+            "spread_pct": (max(seconds) - min(seconds)) / min(seconds) * 100,
             "env_steps": env_steps, "grad_steps": grad_steps,
             "expected_env_steps": n * expected_env, "expected_grad_steps": n * expected_grad,
             "env_steps_per_s": env_steps / run_s, "env_steps_per_s_per_seed": env_steps / n / run_s,
             "grad_steps_per_s": grad_steps / run_s,
-            "first_run_env_steps_per_s": env_steps / first_s,
+            "env_steps_per_s_each_run": [env_steps / s for s in seconds],
             "eval_return": [float(x) for x in np.ravel(final(metrics, "eval_return"))]}
 
 
@@ -234,6 +254,10 @@ def _n(x: float, digits: int = 0) -> str:
     return f"{x:,.{digits}f}"
 
 
+def _runs(row: dict[str, Any]) -> str:
+    return " / ".join(f"{s:.2f}" for s in row["run_seconds"]) + " s"
+
+
 def markdown(result: dict[str, Any]) -> str:
     env = result["environment"]
     lines = [f"# jaxsac throughput: {env['device_kind']}", "",
@@ -251,27 +275,31 @@ def markdown(result: dict[str, Any]) -> str:
     else:
         lines += ["(not run)", ""]
     lines += ["## Pendulum-v1 training by env count (one seed, `jax.jit(make_train(config))`)", "",
-              "One log period per run (its evaluation included); rates from the second run.", "",
-              "| envs | grad steps / iteration | env steps | grad steps | compile | run | "
-              "env steps/s | grad steps/s | first run env steps/s |",
+              "One log period per run (its evaluation included); two timed runs with different "
+              "keys after the compile; rates from their median (their mean); spread = "
+              "(slower - faster) / faster.", "",
+              "| envs | grad steps / iteration | env steps | grad steps | compile | runs | "
+              "spread | env steps/s | grad steps/s |",
               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result["sections"].get("envs", []):
         per = round(r["config"]["utd_ratio"] * r["num_envs"])
         lines.append(f"| {r['num_envs']:,} | {per} | {r['env_steps']:,} | {r['grad_steps']:,} | "
-                     f"{r['compile_s']:.1f} s | {r['run_s']:.2f} s | {_n(r['env_steps_per_s'])} | "
-                     f"{_n(r['grad_steps_per_s'])} | {_n(r['first_run_env_steps_per_s'])} |")
+                     f"{r['compile_s']:.1f} s | {_runs(r)} | {r['spread_pct']:.1f}% | "
+                     f"{_n(r['env_steps_per_s'])} | {_n(r['grad_steps_per_s'])} |")
     lines += ["", "## Vmapped seeds (`jax.jit(jax.vmap(make_train(config)))`)", ""]
     seed_rows = result["sections"].get("seeds", [])
     if seed_rows:
         c = seed_rows[0]["config"]
         lines += [f"{c['num_envs']} envs per seed, {round(c['utd_ratio'] * c['num_envs'])} "
-                  f"gradient steps per iteration, {c['total_env_steps']:,} env steps per seed.", ""]
-    lines += ["| seeds | env steps (all seeds) | compile | run | env steps/s (all seeds) | "
-              "per seed | grad steps/s (all seeds) |", "|---:|---:|---:|---:|---:|---:|---:|"]
+                  "gradient steps per iteration; timed as above.", ""]
+    lines += ["| seeds | env steps per seed | env steps (all seeds) | compile | runs | spread | "
+              "env steps/s (all seeds) | per seed | grad steps/s (all seeds) |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in seed_rows:
-        lines.append(f"| {r['seeds']} | {r['env_steps']:,} | {r['compile_s']:.1f} s | "
-                     f"{r['run_s']:.2f} s | {_n(r['env_steps_per_s'])} | "
-                     f"{_n(r['env_steps_per_s_per_seed'])} | {_n(r['grad_steps_per_s'])} |")
+        lines.append(f"| {r['seeds']} | {r['config']['total_env_steps']:,} | {r['env_steps']:,} | "
+                     f"{r['compile_s']:.1f} s | {_runs(r)} | {r['spread_pct']:.1f}% | "
+                     f"{_n(r['env_steps_per_s'])} | {_n(r['env_steps_per_s_per_seed'])} | "
+                     f"{_n(r['grad_steps_per_s'])} |")
     lines += [""]
     for name, error in result["errors"].items():
         lines += [f"Failed: {name}: `{error.splitlines()[0][:300]}`", ""]
@@ -310,8 +338,8 @@ def run_all(sizes: Sizes, *, plain: bool = False, budget_s: float | None = None,
         ("updates", "updates", lambda: bench_updates(sizes.updates, sizes.repeats))]
     jobs += [("envs", f"envs={e}", lambda e=e, i=i: bench_envs(
         e, i, sizes.grad_steps_per_iteration, **common)) for e, i in sizes.env_runs]
-    jobs += [("seeds", f"seeds={s}", lambda s=s: bench_seeds(
-        s, sizes.seed_num_envs, sizes.seed_iterations, **common)) for s in sizes.seeds]
+    jobs += [("seeds", f"seeds={s}", lambda s=s, i=i: bench_seeds(
+        s, sizes.seed_num_envs, i, **common)) for s, i in sizes.seed_runs]
     for section, name, job in jobs:
         elapsed = time.perf_counter() - start
         if budget_s is not None and elapsed > budget_s:
@@ -335,7 +363,7 @@ def run_all(sizes: Sizes, *, plain: bool = False, budget_s: float | None = None,
             result["sections"][section].append(row)
             log(f"[{time.perf_counter() - start:6.1f} s] {name}: {row['env_steps_per_s']:,.0f} "
                 f"env steps/s, {row['grad_steps_per_s']:,.0f} grad steps/s (compile "
-                f"{row['compile_s']:.1f} s, run {row['run_s']:.2f} s)")
+                f"{row['compile_s']:.1f} s, runs {_runs(row)}, spread {row['spread_pct']:.1f}%)")
         result["total_s"] = time.perf_counter() - start
         write(result, out_json, out_md)
     result["total_s"] = time.perf_counter() - start
