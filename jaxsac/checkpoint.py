@@ -30,6 +30,8 @@ different numbers. Saves are synchronous: `save` returns once the step is on dis
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -45,15 +47,25 @@ from jaxsac import checks, connectors, envs
 from jaxsac.config import SACConfig
 from jaxsac.program import build_program, example_step, host_program, init_state, make_buffer
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""Version 2 adds `json_sha256` to meta: a SHA-256 of the config and meta items (without
+that field), so an edited config or env metadata (action bounds) is an error. Version 1
+checkpoints are read as they are."""
 ARRAY_ITEMS = ("learner", "runner", "progress", "buffer")
 """Orbax items holding arrays. The TrainState fields learner, runner and buffer each have
 an item of their own; every other field (key, iteration, episodes) goes to progress."""
 
+FINALIZED_MARKER = "_CHECKPOINT_METADATA"
+"""The file Orbax writes into a step folder when the step is complete."""
+
 STRUCTURAL_FIELDS = ("env_id", "num_envs", "hidden_sizes", "num_q", "activation",
-                     "buffer_capacity", "prioritized", "num_agents", "policy_mapping")
+                     "normalize_obs", "prng_impl", "buffer_capacity", "prioritized",
+                     "num_agents", "policy_mapping")
 """SACConfig fields a restored state must share with the requested config: they fix the
-arrays' shapes (or, for `activation`, what the parameters mean)."""
+arrays' shapes, or what the arrays mean (`activation`, `normalize_obs`: the parameters
+were trained on normalized observations or not; `prng_impl`: the generator the key is
+for)."""
 
 __all__ = ["CorruptCheckpointError", "config_differences", "latest_step", "restore",
            "restore_actor", "save", "StoredActor"]
@@ -193,14 +205,19 @@ def _manager(directory: str, max_to_keep: int | None = None) -> ocp.CheckpointMa
 
 
 def _steps(directory: str) -> list[int]:
-    """Complete steps in `directory`, oldest first ([] when it does not exist)."""
+    """Complete steps in `directory`, oldest first ([] when it does not exist): step
+    folders Orbax finalized, which it marks with a metadata file (a folder merely named
+    like a step is not a checkpoint; a finalized step that was damaged later is listed,
+    and reading it is an error)."""
     if not os.path.isdir(directory):
         return []
     manager = _manager(directory)
     try:
-        return sorted(manager.all_steps())
+        steps = manager.all_steps()
     finally:
         manager.close()
+    return sorted(s for s in steps
+                  if os.path.isfile(os.path.join(directory, str(s), FINALIZED_MARKER)))
 
 
 def latest_step(directory: str | os.PathLike) -> int | None:
@@ -250,6 +267,7 @@ def save(directory: str | os.PathLike, train_state: Any, config: SACConfig, step
                    for item, arrays in items.items()},
         "checksums": checksums,
     }
+    meta["json_sha256"] = _json_sha256(config.to_dict(), meta)
     manager = _manager(directory, config.max_to_keep)
     try:
         if step in manager.all_steps():
@@ -270,6 +288,13 @@ def _stored_checksums(manager: ocp.CheckpointManager, directory: str, step: int)
         return _read_json(manager, directory, step)[1]["checksums"]
     except (CorruptCheckpointError, KeyError):
         return None
+
+
+def _json_sha256(config: dict[str, Any], meta: dict[str, Any]) -> str:
+    """SHA-256 of the config and meta items as canonical JSON (meta without this hash)."""
+    body = {"config": config, "meta": {k: v for k, v in meta.items() if k != "json_sha256"}}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # --- restore -------------------------------------------------------------------------
@@ -310,8 +335,12 @@ def _read_json(manager: ocp.CheckpointManager, directory: str,
             config=ocp.args.JsonRestore(), meta=ocp.args.JsonRestore()))
         config, meta = stored["config"], stored["meta"]
         version = meta.get("format_version") if isinstance(meta, dict) else None
-        if version != FORMAT_VERSION:
-            raise ValueError(f"format_version {version!r}; this jaxsac reads {FORMAT_VERSION}")
+        if version not in READABLE_VERSIONS:
+            raise ValueError(f"format_version {version!r}; this jaxsac reads "
+                             f"{list(READABLE_VERSIONS)}")
+        if version >= 2 and meta.get("json_sha256") != _json_sha256(config, meta):
+            raise ValueError("the config or meta item was changed after the save (their "
+                             "SHA-256 differs from the one taken at save time)")
         return SACConfig.from_dict(config), meta
     except Exception as e:  # noqa: BLE001 - any failure to read is reported as corruption
         raise _corrupt(directory, step, "config or meta item unreadable", e,
@@ -411,6 +440,20 @@ def _shape_differences(items: dict[str, dict[str, Any]], meta: dict[str, Any],
     return out
 
 
+def _check_no_empty_files(manager: ocp.CheckpointManager, directory: str, step: int,
+                          items: Sequence[str]) -> None:
+    """A clear error for an item with an empty file (a truncated manifest or data file),
+    before Orbax reads it: its readers fail in background tasks that print tracebacks
+    long after the error has been raised."""
+    for item in items:
+        for root, _, files in os.walk(os.path.join(directory, str(step), item)):
+            empty = [name for name in files if os.path.getsize(os.path.join(root, name)) == 0]
+            if empty:
+                path = os.path.relpath(os.path.join(root, empty[0]), directory)
+                raise _corrupt(directory, step, f"empty file {path}", None,
+                               manager.all_steps())
+
+
 def _restore_items(manager: ocp.CheckpointManager, directory: str, step: int,
                    meta: dict[str, Any], targets: dict[str, dict[str, Any]],
                    partial: bool = False) -> dict[str, Any]:
@@ -418,6 +461,7 @@ def _restore_items(manager: ocp.CheckpointManager, directory: str, step: int,
     some of each item's arrays when `partial`) and check their checksums."""
     targets = {item: {n: _abstract(x) for n, x in arrays.items()}
                for item, arrays in targets.items() if arrays}
+    _check_no_empty_files(manager, directory, step, sorted(targets))
     args = {item: ocp.args.PyTreeRestore(
         arrays, restore_args=ocp.checkpoint_utils.construct_restore_args(arrays),
         partial_restore=partial) for item, arrays in targets.items()}

@@ -220,13 +220,32 @@ def _validate(c: SACConfig) -> None:
                           ("activation", ACTIVATIONS), ("critic_loss", CRITIC_LOSSES),
                           ("policy_mapping", POLICY_MAPPINGS), ("prng_impl", PRNG_IMPLS)):
         checks.check_choice(owner, name, getattr(c, name), choices)
+    for name in ("learn_alpha", "normalize_obs", "prioritized", "checkpoint_buffer", "resume"):
+        checks.check_bool(owner, name, getattr(c, name))
     minimums = {"num_envs": 1, "num_agents": 1, "batch_size": 1, "num_q": 1,
-                "target_network_update_freq": 1, "total_env_steps": 0, "learning_starts": 0,
-                "max_env_restarts": 0, "seed": 0, "priority_beta_steps": 0,
+                "target_network_update_freq": 1, "total_env_steps": 1, "learning_starts": 0,
+                "max_env_restarts": 0, "priority_beta_steps": 0,
                 "checkpoint_every": 0, "log_every": 1, "eval_episodes": 1, "max_to_keep": 1,
                 "host_block_steps": 1}
     for name, minimum in minimums.items():
         checks.check_int(owner, name, getattr(c, name), minimum)
+    checks.check_int(owner, "seed", c.seed, 0, 2**32 - 1)
+    if c.learning_starts >= c.total_env_steps:
+        checks.fail(owner, "learning_starts", c.learning_starts,
+                    f"below total_env_steps={c.total_env_steps} (else the run takes no "
+                    "gradient step)")
+    if c.checkpoint_dir is not None and (not isinstance(c.checkpoint_dir, str)
+                                         or not c.checkpoint_dir):
+        checks.fail(owner, "checkpoint_dir", c.checkpoint_dir, "a non-empty path or None")
+    if c.checkpoint_dir is None:
+        if c.resume:
+            checks.fail(owner, "resume", c.resume, "False without a checkpoint_dir to "
+                        "resume from")
+        if c.checkpoint_every:
+            checks.fail(owner, "checkpoint_every", c.checkpoint_every,
+                        "0 without a checkpoint_dir to write to")
+    if c.log_dir is not None and (not isinstance(c.log_dir, str) or not c.log_dir):
+        checks.fail(owner, "log_dir", c.log_dir, "a non-empty path or None")
     if c.data_shards is not None:
         checks.check_int(owner, "data_shards", c.data_shards, 1)
         for name in ("num_envs", "batch_size"):
@@ -246,6 +265,9 @@ def _validate(c: SACConfig) -> None:
     checks.check_real(owner, "priority_beta", c.priority_beta, 0.0, 1.0)
     if c.priority_beta_final is not None:
         checks.check_real(owner, "priority_beta_final", c.priority_beta_final, 0.0, 1.0)
+        if not c.prioritized:
+            checks.fail(owner, "priority_beta_final", c.priority_beta_final,
+                        "None without prioritized replay (prioritized=False)")
     if c.grad_clip is not None:
         checks.check_real(owner, "grad_clip", c.grad_clip, 0.0, math.inf, open_low=True)
     if not (c.target_entropy == "auto" or checks.is_real(c.target_entropy)):

@@ -17,6 +17,7 @@ import numpy as np
 
 from jaxsac import connectors, envs
 from jaxsac.config import SACConfig
+from jaxsac.envs import EnvFailureError
 from jaxsac.program import Program, act, build_program, deterministic_policy
 from jaxsac.runners import GymRunner
 
@@ -53,37 +54,52 @@ def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
                        num_episodes: int, obs_stats: Any = None) -> np.ndarray:
     """Returns [num_episodes] of the deterministic policy on gymnasium envs, one episode
     per env, stepped on the host. obs_stats: the ObsNormState the policy normalizes with
-    (a fresh one, the identity without normalize_obs, when None)."""
+    (a fresh one, the identity without normalize_obs, when None).
+
+    Env faults do not end the evaluation: an env that raises is rebuilt (up to
+    `config.max_env_restarts` times in a row, as in training) and its episode is
+    dropped, NaN in the returns; an env that keeps failing drops the episodes not yet
+    finished. It never raises for an env's fault, so a periodic evaluation cannot end a
+    training run.
+    """
     seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
-    runner = GymRunner(config.env_id, num_episodes, "sync", 0, seed)
+    total = np.zeros(num_episodes)
+    finished = np.zeros(num_episodes, bool)
+    dropped = np.zeros(num_episodes, bool)
+    try:
+        runner = GymRunner(config.env_id, num_episodes, "sync", config.max_env_restarts, seed)
+    except EnvFailureError:
+        return np.full(num_episodes, np.nan)
     try:
         policy = deterministic_policy(config, runner.obs_dim, runner.act_dim)
         if obs_stats is None:
             obs_stats = connectors.init_obs_norm(runner.obs_dim)
-        total = np.zeros(num_episodes)
-        finished = np.zeros(num_episodes, bool)
         raw_obs = runner.raw_obs
         while not finished.all():
             step, _ = runner.unpack(runner.step_packed(policy(actor_params, obs_stats, raw_obs)))
             total += np.where(finished, 0.0, step.reward)
+            dropped |= ~finished & step.failed
             finished |= step.terminated | step.truncated
             raw_obs = step.next_obs
-        return total
+    except EnvFailureError:
+        dropped |= ~finished
     finally:
         runner.close()
+    return np.where(dropped, np.nan, total)
 
 
 def evaluate(config: SACConfig, actor_params: Any, key: jax.Array, num_episodes: int = 10,
              obs_stats: Any = None) -> np.ndarray:
     """Returns [num_episodes] of the deterministic policy tanh(μ) on `config.env_id`
-    ([num_agents, num_episodes] for a multi-agent env).
+    ([num_agents, num_episodes] for a multi-agent env; NaN for a gymnasium episode
+    dropped because its env failed, see `evaluate_gymnasium`).
 
     JAX envs run as one jitted program; gymnasium envs run in a host loop.
     `obs_stats`: observation-normalization statistics when `config.normalize_obs`.
     """
     if envs.resolve_backend(config.env_id, config.backend) == "gymnasium":
         return evaluate_gymnasium(config, actor_params, key, num_episodes, obs_stats)
-    program = build_program(config.replace(total_env_steps=0))
+    program = build_program(config)
     stats = obs_stats if obs_stats is not None else program.env_to_module.init(program.obs_dim)
     run = jax.jit(lambda p, s, k: evaluate_returns(program, p, s, k, num_episodes))
     return np.asarray(run(actor_params, stats, key))

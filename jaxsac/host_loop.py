@@ -44,6 +44,11 @@ class HostLoop:
     fused_periods = 0
     donates_state = True
 
+    @property
+    def env_restarts(self) -> int:
+        """Envs rebuilt after a fault so far."""
+        return self.runner.num_env_restarts
+
     def __init__(self, config: SACConfig, runner: GymRunner):
         self.runner = runner
         self.program = program = host_program(config, runner.obs_dim, runner.act_dim)
@@ -129,10 +134,14 @@ class HostLoop:
         config = self.program.config
         returns = evaluate_gymnasium(config, state.learner.actor_params,
                                      eval_key(state.key, period), config.eval_episodes,
-                                     state.runner)
+                                     self.program.obs_stats(state))
+        dropped = np.isnan(returns)
         return period_row(
-            learner_metrics, env_steps=int(state.iteration) * config.num_envs,
+            learner_metrics,
+            env_steps=int(state.iteration) * self.program.env_steps_per_iteration,
             grad_steps=int(state.learner.step),
             target_update_freq=config.target_network_update_freq,
             episodes={k: np.asarray(v).item() for k, v in state.episodes.summary().items()},
-            eval_return=float(np.mean(returns)))
+            eval_return=float(np.mean(returns[~dropped])) if not dropped.all() else np.nan,
+            host_faults={"env_restarts": self.runner.num_env_restarts,
+                         "eval_failures": int(dropped.sum())})

@@ -26,7 +26,7 @@ from jaxsac.types import Batch
 Params = Any
 
 METRICS = ("qf_loss", "policy_loss", "alpha_loss", "alpha", "log_alpha", "entropy",
-           "q_mean", "q_min", "q_max", "td_error_mean")
+           "q_mean", "q_min", "q_max", "td_error_mean", "td_error_nonfinite")
 """The names of the metrics `Learner.update` returns for each gradient step."""
 
 
@@ -233,6 +233,8 @@ def make_learner(config: SACConfig, obs_dim: int, act_dim: int) -> Learner:
             "q_min": jnp.min(q),
             "q_max": jnp.max(q),
             "td_error_mean": jnp.mean(td_error),
+            # samples whose priority the replay buffer keeps (it ignores non-finite errors)
+            "td_error_nonfinite": jnp.sum(~jnp.isfinite(td_error)).astype(jnp.float32),
         }
         return new_state, metrics, td_error
 

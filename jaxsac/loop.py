@@ -187,6 +187,7 @@ class JaxLoop:
     """
 
     donates_state = False
+    env_restarts = 0  # JAX envs do not fail
 
     def __init__(self, program: Program, num_seeds: int):
         self.program, self.num_seeds = program, num_seeds

@@ -98,7 +98,8 @@ def nan_learner_metrics(shape: tuple[int, ...] = ()) -> dict[str, jax.Array]:
 
 def period_row(learner_metrics: dict[str, Any], *, env_steps: Any, grad_steps: Any,
                target_update_freq: int, episodes: dict[str, Any], eval_return: Any,
-               layout: AgentLayout | None = None) -> dict[str, Any]:
+               layout: AgentLayout | None = None,
+               host_faults: dict[str, int] | None = None) -> dict[str, Any]:
     """One log period's metrics row.
 
     learner_metrics: LEARNER_METRICS averaged over the period ([] or [M] each).
@@ -109,6 +110,8 @@ def period_row(learner_metrics: dict[str, Any], *, env_steps: Any, grad_steps: A
     layout: a multi-agent run's layout: learner statistics get a module axis [M] and
         `eval_return_sum` (over agents) is added. Values may be Python numbers (the host
         loop) or arrays (inside jit).
+    host_faults: for envs on the host, `env_restarts` (envs rebuilt so far) and
+        `eval_failures` (evaluation episodes dropped this period), added to the row.
     """
     if layout is not None:
         per_module = lambda x: jnp.reshape(x, (layout.num_modules,))  # noqa: E731
@@ -124,4 +127,4 @@ def period_row(learner_metrics: dict[str, Any], *, env_steps: Any, grad_steps: A
     }
     if layout is not None:
         row["eval_return_sum"] = jnp.sum(eval_return)
-    return row
+    return {**row, **(host_faults or {})}

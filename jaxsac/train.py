@@ -11,6 +11,7 @@ calls the callback and writes the checkpoints due.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from jaxsac import checkpoint, checks, sharding
 from jaxsac.config import SACConfig
+from jaxsac.envs import EnvFailureError
 from jaxsac.host_loop import HostLoop, stack_rows
 from jaxsac.learner import LearnerState
 from jaxsac.logger import RunLogger
@@ -47,12 +49,14 @@ class TrainResult(NamedTuple):
     metrics: dict of numpy arrays, leading axis = log periods ([periods, seeds] for seeds).
     config: the SACConfig of the run.
     log_dir: where metrics.csv, TensorBoard events and curve.png went (or None).
+    env_restarts: gymnasium envs rebuilt after a fault during this call (0 for JAX envs).
     """
 
     state: TrainState
     metrics: dict[str, np.ndarray]
     config: SACConfig
     log_dir: str | None
+    env_restarts: int = 0
 
 
 class Loop(Protocol):
@@ -61,10 +65,12 @@ class Loop(Protocol):
     fused_periods: leading log periods run as one chunk when starting from period 0.
     donates_state: run_chunk donates its input state to the device (it is unusable
         afterwards).
+    env_restarts: envs rebuilt after a fault so far.
     """
 
     fused_periods: int
     donates_state: bool
+    env_restarts: int
 
     def init(self, keys: jax.Array) -> TrainState: ...
 
@@ -140,7 +146,14 @@ def run_log_periods(config: SACConfig, loop: Loop, keys: jax.Array, num_seeds: i
             # this chunk end in NaNs.
             previous = (jax.tree.map(jnp.copy, state) if loop.donates_state
                         and checkpoints.directory else state)
-            new_state, chunk_rows = loop.run_chunk(state, chunk_start, chunk_stop)
+            try:
+                new_state, chunk_rows = loop.run_chunk(state, chunk_start, chunk_stop)
+            except EnvFailureError as e:
+                checkpoints.save(previous)
+                raise EnvFailureError(
+                    f"{e}; the state at the start of log period {chunk_start} (env steps "
+                    f"{chunk_start * config.log_every}) was saved{checkpoints.where()}"
+                ) from e
             chunk_rows = jax.device_get(chunk_rows)
             stop = False
             for i in range(chunk_stop - chunk_start):
@@ -161,7 +174,7 @@ def run_log_periods(config: SACConfig, loop: Loop, keys: jax.Array, num_seeds: i
                 break
     finally:
         logger.close()
-    return TrainResult(state, stack_rows(rows), config, config.log_dir)
+    return TrainResult(state, stack_rows(rows), config, config.log_dir, loop.env_restarts)
 
 
 def all_finite(row: dict[str, Any], learner_state: LearnerState) -> bool:
@@ -189,13 +202,30 @@ class CheckpointSchedule:
         requested config's hyperparameters, as in an uninterrupted run."""
         if not (self.config.resume and self.directory):
             return state
-        if checkpoint.latest_step(self.directory) is None:
+        step = checkpoint.latest_step(self.directory)
+        if step is None:
             return state
-        restored, _ = checkpoint.restore(self.directory, config=self.config, like=state)
+        self._check_resumable(step)
+        restored, _ = checkpoint.restore(self.directory, step, config=self.config, like=state)
         restored = restored.replace(
             learner=restored.learner.replace(hparams=state.learner.hparams))
         self._last_saved = self.env_steps(restored)
         return restored
+
+    def _check_resumable(self, step: int) -> None:
+        """Errors for a resume that cannot stop at exactly total_env_steps."""
+        where = f"train: the newest checkpoint in {self.directory} is at {step} env steps"
+        total, every = self.config.total_env_steps, self.config.log_every
+        if step > total:
+            raise ValueError(f"{where}, beyond total_env_steps={total}: ask for at least "
+                             f"{step} env steps to continue it, or use another checkpoint_dir")
+        if step % every:
+            raise ValueError(f"{where}, which is not a whole number of log periods of "
+                             f"log_every={every}: resume with a log_every that divides {step} "
+                             f"(and total_env_steps)")
+        if step == total:
+            warnings.warn(f"{where}, which is total_env_steps already: nothing to train",
+                          stacklevel=4)
 
     def env_steps(self, state: TrainState) -> int:
         return int(np.max(jax.device_get(state.iteration))) * self.config.num_envs

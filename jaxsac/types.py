@@ -23,6 +23,11 @@ class Step(NamedTuple):
     next_obs: [obs_dim] float32, the observation after the step; when the episode ended
         this is the final observation (with gymnasium's NEXT_STEP autoreset the next
         `Step`'s `obs` is that same final observation and its action is ignored).
+    failed: [] bool, or None when no row can fail (JAX envs): the env raised instead
+        of stepping, so the row holds no env step. Its obs is the episode's last real
+        observation (the real next_obs of the step before); the buffer never samples it
+        and its n-step walks stop before it, so the episode ends, truncated, at its last
+        real step (docs/reliability.md).
     """
 
     obs: jax.Array
@@ -31,6 +36,7 @@ class Step(NamedTuple):
     terminated: jax.Array
     truncated: jax.Array
     next_obs: jax.Array
+    failed: jax.Array | None = None
 
 
 class Batch(NamedTuple):
@@ -59,7 +65,9 @@ class Batch(NamedTuple):
 class EpisodeInfo(NamedTuple):
     """Episodes that ended at this step, per env (leading axis num_envs, E).
 
-    done: [E] bool, the env's episode ended at this step (terminated or truncated).
+    done: [E] bool, the env's episode ended at this step (terminated or truncated) after
+        at least one real env step (an env that fails right after its reset ends no
+        episode).
     episode_return: [E] float32, where done the sum of that episode's rewards, else 0.
     episode_length: [E] int32, where done its number of env steps, else 0.
     """

@@ -61,21 +61,38 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 FAULTY_ENV_ID = "jaxsac_test/Faulty-v0"
 SPACES_ENV_ID = "jaxsac_test/Spaces-v0"
 FAULTY_EPISODE_STEPS = 5
+RECURRING_FAULT_ENV_ID = "jaxsac_test/FaultyAtSeventhStep-v0"
+"""Every instance raises on its 7th step: one whole episode, then a failure in the next."""
+EARLY_FAULT_ENV_ID = "jaxsac_test/FaultyAtThirdStep-v0"
+"""Every instance raises on its 3rd step: no episode reaches the time limit."""
+LATE_FAULT_ENV_ID = "jaxsac_test/FaultyAtSeventiethStep-v0"
+"""Every instance raises on its 70th step."""
 
 
 class FaultyEnv(gymnasium.Env):
     """obs [3] = (step in episode, steps in this instance's life, a seeded draw at reset);
     reward = step in episode. `step` raises on the instance's lifetime steps listed in
     `fail_at_steps` (1-based, counting attempts) when its first reset was seeded with
-    `fail_env_seed` (any seed when None); `reset` raises when `fail_reset`."""
+    `fail_env_seed` (any seed when None); `reset` raises when `fail_reset`. On the
+    lifetime steps in `nan_obs_at_steps` the observation is NaN, in `inf_reward_at_steps`
+    the reward is inf, in `bad_shape_at_steps` the observation has 4 entries.
+
+    Every step that returns is logged in `FaultyEnv.LOG` as (obs, action, reward,
+    next obs), so a test can check that each stored transition is one an env produced.
+    """
 
     observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (3,), np.float32)
     action_space = gymnasium.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    LOG: list = []
 
-    def __init__(self, fail_at_steps=(), fail_env_seed=None, fail_reset=False):
+    def __init__(self, fail_at_steps=(), fail_env_seed=None, fail_reset=False,
+                 nan_obs_at_steps=(), inf_reward_at_steps=(), bad_shape_at_steps=()):
         self.fail_at_steps = tuple(fail_at_steps)
         self.fail_env_seed = fail_env_seed
         self.fail_reset = fail_reset
+        self.nan_obs_at_steps = tuple(nan_obs_at_steps)
+        self.inf_reward_at_steps = tuple(inf_reward_at_steps)
+        self.bad_shape_at_steps = tuple(bad_shape_at_steps)
         self.first_seed = None
         self.lifetime_steps = 0
         self.t = 0
@@ -95,12 +112,21 @@ class FaultyEnv(gymnasium.Env):
         return self._obs(), {}
 
     def step(self, action):
+        before = self._obs()
         self.lifetime_steps += 1
         seed_fails = self.fail_env_seed is None or self.first_seed == self.fail_env_seed
         if seed_fails and self.lifetime_steps in self.fail_at_steps:
             raise RuntimeError(f"injected failure at step {self.lifetime_steps}")
         self.t += 1
-        return self._obs(), float(self.t), False, False, {}
+        obs, reward = self._obs(), float(self.t)
+        if self.lifetime_steps in self.nan_obs_at_steps:
+            obs[2] = np.nan
+        if self.lifetime_steps in self.inf_reward_at_steps:
+            reward = np.inf
+        if self.lifetime_steps in self.bad_shape_at_steps:
+            obs = np.append(obs, np.float32(0))
+        FaultyEnv.LOG.append((before, np.array(action, np.float32), reward, obs.copy()))
+        return obs, reward, False, False, {}
 
 
 class SpacesEnv(gymnasium.Env):
@@ -121,5 +147,10 @@ class SpacesEnv(gymnasium.Env):
 if FAULTY_ENV_ID not in gymnasium.registry:
     gymnasium.register(FAULTY_ENV_ID, entry_point=FaultyEnv,
                        max_episode_steps=FAULTY_EPISODE_STEPS, disable_env_checker=True)
+for env_id, fail_at in ((RECURRING_FAULT_ENV_ID, (7,)), (EARLY_FAULT_ENV_ID, (3,)),
+                        (LATE_FAULT_ENV_ID, (70,))):
+    if env_id not in gymnasium.registry:
+        gymnasium.register(env_id, entry_point=FaultyEnv, kwargs={"fail_at_steps": fail_at},
+                           max_episode_steps=FAULTY_EPISODE_STEPS, disable_env_checker=True)
 if SPACES_ENV_ID not in gymnasium.registry:
     gymnasium.register(SPACES_ENV_ID, entry_point=SpacesEnv, disable_env_checker=True)

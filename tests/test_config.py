@@ -21,6 +21,13 @@ BAD_VALUES = [
     ("target_entropy", "high"), ("grad_clip", -1.0), ("learning_starts", -1),
     ("total_env_steps", -5), ("log_every", 0), ("env_id", ""), ("batch_size", 2.5),
     ("seed", True),
+    # Values that used to change a run silently or fail without naming the field:
+    ("learn_alpha", "False"), ("normalize_obs", 1), ("prioritized", "yes"),
+    ("checkpoint_buffer", None), ("resume", "True"), ("gamma", "0.99"), ("tau", "0.1"),
+    ("num_envs", "4"), ("total_env_steps", "1000"), ("seed", 2**32), ("seed", 2**40),
+    ("total_env_steps", 0), ("learning_starts", 100_000), ("learning_starts", 200_000),
+    ("checkpoint_dir", ""), ("resume", True), ("checkpoint_every", 1_000),
+    ("priority_beta_final", 1.0), ("log_dir", ""),
 ]
 
 
@@ -41,6 +48,14 @@ def test_bad_value_names_field_and_value(field, value):
     message = str(err.value)
     assert f"SACConfig.{field}=" in message and "must be" in message
     assert repr(value) in message or str(value) in message
+
+
+def test_numpy_scalars_become_python_numbers():
+    import numpy as np
+
+    config = SACConfig(num_envs=np.int64(2), gamma=np.float32(0.5), seed=np.uint32(7))
+    assert type(config.num_envs) is int and type(config.gamma) is float
+    assert config.to_json() == SACConfig(num_envs=2, gamma=0.5, seed=7).to_json()
 
 
 def test_capacity_must_split_evenly_over_envs():

@@ -169,7 +169,7 @@ def test_shared_with_n_agents_is_single_agent_training_with_n_envs():
 def test_independent_modules_store_their_agents_columns():
     """During warm-up both mappings step the same envs with the same random actions:
     module m's buffer holds exactly the shared buffer's agent-m columns."""
-    changes = dict(num_agents=3, num_envs=2, buffer_capacity=600, learning_starts=1_000,
+    changes = dict(num_agents=3, num_envs=2, buffer_capacity=600, learning_starts=199,
                    total_env_steps=200, log_every=200)
     key = jax.random.key(3)
     independent, _ = jax.jit(jaxsac.make_train(multi_config(**changes)))(key)

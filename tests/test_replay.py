@@ -32,12 +32,14 @@ P_VALUE_FLOOR = 1e-3
 # --------------------------------------------------------------------------- streams
 
 
-def make_stream(seed, num_envs, num_adds, max_episode_len, p_truncated):
+def make_stream(seed, num_envs, num_adds, max_episode_len, p_truncated, p_failed=0.0):
     """A NEXT_STEP-autoreset stream: a list of `num_adds` Steps with leading axis num_envs.
 
     Episode lengths are uniform in 1..max_episode_len; an episode ends terminated, truncated
     or (rarely) both. After a done step the env gives the reset row: obs = the final
     observation, a meaningless action, reward 0, no flags, next_obs = the new first obs.
+    With probability p_failed a step fails instead, as the gymnasium runner reports it: a
+    failed row (obs = next_obs = the last real obs, reward 0, truncated), then a reset row.
     obs = [env, unique id, noise].
     """
     rng = np.random.default_rng(seed)
@@ -57,9 +59,13 @@ def make_stream(seed, num_envs, num_adds, max_episode_len, p_truncated):
             action = rng.uniform(-1, 1, ACT_DIM).astype(np.float32)
             if pending_reset[env]:
                 first = new_obs(env)
-                rows.append((current[env], action, 0.0, False, False, first))
+                rows.append((current[env], action, 0.0, False, False, first, False))
                 current[env], pending_reset[env] = first, False
                 steps_left[env] = int(rng.integers(1, max_episode_len + 1))
+                continue
+            if rng.uniform() < p_failed:
+                rows.append((current[env], action, 0.0, False, True, current[env], True))
+                pending_reset[env] = True
                 continue
             reward = float(np.float32(rng.normal()))
             following = new_obs(env)
@@ -70,9 +76,9 @@ def make_stream(seed, num_envs, num_adds, max_episode_len, p_truncated):
                 truncated = kind < p_truncated
                 terminated = not truncated or kind > 0.95
                 pending_reset[env] = True
-            rows.append((current[env], action, reward, terminated, truncated, following))
+            rows.append((current[env], action, reward, terminated, truncated, following, False))
             current[env] = following
-        stream.append(Step(*(np.stack([np.asarray(r[i]) for r in rows]) for i in range(6))))
+        stream.append(Step(*(np.stack([np.asarray(r[i]) for r in rows]) for i in range(7))))
     stream = [s._replace(reward=s.reward.astype(np.float32)) for s in stream]
     return stream
 
@@ -90,13 +96,20 @@ class Reference:
         self.by_obs = {(e, int(r.obs[1])): t for e in range(self.num_envs)
                        for t, r in enumerate(self.rows[e])}
 
+    def failed(self, env, t):
+        return t < self.total and bool(self.rows[env][t].failed)
+
     def done(self, env, t):
+        """The episode ends at row t: terminated, truncated, or the next row failed (a
+        failure ends the episode at its last real step, unless each ring holds one row)."""
         row = self.rows[env][t]
-        return bool(row.terminated) or bool(row.truncated)
+        ended_by_failure = self.ring > 1 and self.failed(env, t + 1)
+        return bool(row.terminated) or bool(row.truncated) or ended_by_failure
 
     def is_valid(self, env, t):
         stored = max(0, self.total - self.ring) <= t < self.total
-        return stored and (t == 0 or not self.done(env, t - 1))
+        return (stored and not self.failed(env, t)
+                and (t == 0 or not self.done(env, t - 1)))
 
     def valid_starts(self):
         return [(e, t) for e in range(self.num_envs) for t in range(self.total)
@@ -183,15 +196,16 @@ CONFIGS = [  # (ring, num_envs, n_step, gamma): few, so jit caches are reused
 ]
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(config=st.sampled_from(CONFIGS), prioritized=st.booleans(),
        seed=st.integers(0, 2**31 - 1), adds=st.integers(1, 24),
-       max_episode_len=st.integers(1, 6), p_truncated=st.floats(0.0, 1.0))
+       max_episode_len=st.integers(1, 6), p_truncated=st.floats(0.0, 1.0),
+       p_failed=st.sampled_from([0.0, 0.0, 0.25]))
 def test_samples_match_the_brute_force_reference(config, prioritized, seed, adds,
-                                                 max_episode_len, p_truncated):
+                                                 max_episode_len, p_truncated, p_failed):
     ring, num_envs, n_step, gamma = config
     buf, add, sample, _, _ = jitted(ring * num_envs, num_envs, 32, n_step, gamma, prioritized)
-    stream = make_stream(seed, num_envs, adds, max_episode_len, p_truncated)
+    stream = make_stream(seed, num_envs, adds, max_episode_len, p_truncated, p_failed)
     state = filled(add, buf, stream)
     ref = Reference(stream, ring, gamma, *n_range(n_step))
     assert bool(buf.can_sample(state)) == bool(ref.valid_starts())
@@ -429,6 +443,60 @@ def test_repeated_indices_take_the_largest_value_and_invalid_rows_are_ignored():
     np.testing.assert_allclose(float(repeated.max_priority), 7.0 + 1e-6)
     leaves = np.asarray(repeated.priority_sums[0]).reshape(-1)
     assert leaves[reset[0]] == 0.0
+
+
+ADVERSARIAL_TD = [np.nan, np.inf, -np.inf, 0.0, 1e30, -3.0, 0.5, 7.0, 1e-12, 2.0]
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), calls=st.integers(1, 6),
+       alpha=st.sampled_from([0.0, 0.6, 1.0]), data=st.data())
+def test_adversarial_priority_updates_keep_the_trees_exact_and_samples_valid(
+        seed, calls, alpha, data):
+    ring, num_envs, n_step, gamma = 6, 3, (1, 2), 0.9
+    capacity, batch = ring * num_envs, 8
+    buf, add, sample, update, _ = jitted(capacity, num_envs, 16, n_step, gamma, True, alpha)
+    stream = make_stream(seed, num_envs, 9, 3, 0.5, p_failed=0.2)
+    state = filled(add, buf, stream)
+    ref = Reference(stream, ring, gamma, *n_step)
+    valid = np.zeros(capacity, bool)
+    valid[[ref.index(*start) for start in ref.valid_starts()]] = True
+    # The brute-force model: p^alpha per row (new rows start at p_max^alpha = 1).
+    model = np.where(valid, 1.0, 0.0)
+    max_priority = 1.0
+    for _ in range(calls):
+        indices = np.array(data.draw(st.lists(st.integers(-2 * capacity, 2 * capacity),
+                                              min_size=batch, max_size=batch)), np.int32)
+        td = np.array(data.draw(st.lists(st.sampled_from(ADVERSARIAL_TD), min_size=batch,
+                                         max_size=batch)), np.float32)
+        state = update(state, indices, td)
+        inside = (indices >= 0) & (indices < capacity)
+        ok = inside & valid[np.clip(indices, 0, capacity - 1)] & np.isfinite(td)
+        new = {}
+        for i, p in zip(indices[ok], np.abs(td[ok]).astype(np.float64) + 1e-6, strict=True):
+            new[i] = max(new.get(i, 0.0), min(max(p**alpha, 1e-30), 1e28))
+            max_priority = max(max_priority, p)
+        for i, value in new.items():
+            model[i] = value
+        leaves = np.asarray(state.priority_sums[0], np.float64).reshape(-1)[:capacity]
+        np.testing.assert_allclose(leaves, model, rtol=1e-5)  # float32 powers
+        for lower, upper in zip(state.priority_sums, state.priority_sums[1:], strict=False):
+            np.testing.assert_allclose(np.asarray(upper).reshape(-1)[:lower.shape[0]],
+                                       np.asarray(lower, np.float64).sum(axis=1), rtol=1e-5)
+        assert np.isfinite(float(state.max_priority))
+        np.testing.assert_allclose(float(state.max_priority), max_priority, rtol=1e-6)
+        drawn = sample(state, jax.random.key(int(indices[0]) % 997))
+        assert valid[np.asarray(drawn.indices)].all()
+        weights = np.asarray(drawn.weights)
+        assert np.all(np.isfinite(weights)) and np.all((weights > 0) & (weights <= 1 + 1e-6))
+
+
+def test_priority_indices_outside_the_buffer_are_an_error_outside_jit():
+    buf = episode_buffer(8, 2, 4, prioritized=True)
+    state = filled(jax.jit(buf.add), buf, make_stream(0, 2, 4, 3, 0.5))
+    with pytest.raises(ValueError, match=r"update_priorities: indices=\[-5, 8\] are invalid: "
+                                         r"must be rows in \[0, 8\)"):
+        buf.update_priorities(state, np.array([1, -5, 8, 2], np.int32), np.ones(4, np.float32))
 
 
 def test_beta_schedule_moves_linearly_then_stays():

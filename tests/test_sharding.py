@@ -25,13 +25,12 @@ import jaxsac
 from jaxsac import checkpoint, distributed
 from jaxsac.replay import ReplayBuffer, episode_buffer, scheduled_beta, sharded_buffer
 from jaxsac.types import Step
+from tests import helpers
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 DEVICES = 4
-TINY = dict(hidden_sizes=(32, 32), batch_size=32, buffer_capacity=2_000, learning_starts=100,
-            log_every=200, total_env_steps=400, eval_episodes=2, num_envs=4,
-            data_shards=DEVICES)
+TINY = {**helpers.TINY, "total_env_steps": 400, "num_envs": 4, "data_shards": DEVICES}
 TOLERANCE = 1e-5
 """Largest parameter difference allowed between 4 devices and 1 (float32 rounding of
 differently ordered gradient sums, over a few hundred gradient steps)."""
@@ -287,7 +286,7 @@ def test_config_rejects_shards_that_do_not_divide_envs_and_batch(changes, named)
 
 def test_the_gymnasium_loop_rejects_several_shards_and_bad_meshes():
     config = jaxsac.SACConfig(env_id="Pendulum-v1", backend="gymnasium", num_envs=2,
-                              data_shards=2, total_env_steps=0)
+                              data_shards=2)
     with pytest.raises(ValueError, match="data_shards=2 .* gymnasium"):
         jaxsac.train(config, progress=False)
     with pytest.raises(ValueError, match="mesh=.*'data' axis"):

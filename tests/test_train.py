@@ -32,7 +32,7 @@ from tests.helpers import TINY, leaves_equal
                                                            (256, 3), (1000, 4)])
 def test_segments_cover_every_iteration_with_its_phase(learning_starts, num_envs):
     config = jaxsac.SACConfig(learning_starts=learning_starts, num_envs=num_envs,
-                              log_every=24 * num_envs, total_env_steps=240 * num_envs,
+                              log_every=24 * num_envs, total_env_steps=2_400 * num_envs,
                               buffer_capacity=1200 * num_envs)
     per = iterations_per_period(config)
     for period in range(10):

@@ -20,6 +20,8 @@ from jaxsac import checks
 from jaxsac.config import BACKENDS
 from jaxsac.envs.core import AutoReset, AutoResetState, JaxEnv, TimeLimit, TimeLimitState
 from jaxsac.envs.gym_adapter import (
+    CheckData,
+    EnvDataError,
     EnvFailureError,
     GymEnvFactory,
     RestartOnFailure,
@@ -97,6 +99,8 @@ __all__ = [
     "MULTI_AGENT_ENVS",
     "AutoReset",
     "AutoResetState",
+    "CheckData",
+    "EnvDataError",
     "EnvFailureError",
     "GymEnvFactory",
     "IndependentAgents",

@@ -67,7 +67,9 @@ def gym_env_factory(env_id: str, **kwargs: Any) -> GymEnvFactory:
 SUPPORTED_SPACES = (
     "supported: a Box action space with finite low and high (continuous actions), and a "
     "Box observation space of any shape (flattened to float32); Dict, Tuple, Discrete or "
-    "MultiDiscrete observations need a flattening connector (flatten_structured_obs=True)")
+    "MultiDiscrete observations must be flattened first: register the env wrapped in "
+    "gymnasium.wrappers.FlattenObservation under an id of its own (a GymRunner built by "
+    "hand flattens them with flatten_structured_obs=True)")
 
 
 def check_spaces(observation_space: gymnasium.Space, action_space: gymnasium.Space,
@@ -169,3 +171,56 @@ class RestartOnFailure(gymnasium.Wrapper):
         self._consecutive_failures = 0
         self._last_obs = obs  # a reference: vector envs copy what they return anyway
         return obs, reward, terminated, truncated, info
+
+
+class EnvDataError(ValueError):
+    """An env returned data that cannot be trained on: a non-finite observation or
+    reward, or an observation whose shape is not its observation space's."""
+
+
+class CheckData(gymnasium.Wrapper):
+    """Raises `EnvDataError`, naming the env (index and id) and its step, when the
+    wrapped env's `reset` or `step` returns an observation of another shape than its
+    observation space's, a non-finite float observation, or a non-finite reward.
+
+    Nothing such an env returns reaches the replay buffer, where a NaN would end the
+    run much later as "non-finite losses" without saying where it came from. A step
+    given a non-finite action is not checked: what it returns is the policy's fault,
+    and `train`'s divergence check reports it (after saving the last finite state).
+    """
+
+    def __init__(self, env: gymnasium.Env, index: int, env_id: str):
+        super().__init__(env)
+        self._index, self._env_id = index, env_id
+        self._steps = 0
+        self._shape = tuple(env.observation_space.shape or ())
+
+    def _fail(self, what: str) -> None:
+        raise EnvDataError(f"env {self._index} ({self._env_id!r}) {what} at its env step "
+                           f"{self._steps} (counted from the runner's start, resets "
+                           "excluded)")
+
+    def _check_obs(self, obs: Any, call: str) -> None:
+        array = np.asarray(obs)
+        if array.shape != self._shape:
+            self._fail(f"returned an observation of shape {array.shape} from {call}; its "
+                       f"observation_space has shape {self._shape}")
+        if np.issubdtype(array.dtype, np.floating) and not np.all(np.isfinite(array)):
+            self._fail(f"returned a non-finite observation {array.tolist()} from {call}")
+
+    def reset(self, **kwargs: Any):
+        obs, info = self.env.reset(**kwargs)
+        self._check_obs(obs, "reset")
+        return obs, info
+
+    def step(self, action: Any):
+        self._steps += 1
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        numeric = np.issubdtype(np.asarray(action).dtype, np.number)
+        if numeric and not np.all(np.isfinite(action)):
+            return obs, reward, terminated, truncated, info
+        self._check_obs(obs, "step")
+        if not np.isfinite(reward):
+            self._fail(f"returned the non-finite reward {reward!r}")
+        return obs, reward, terminated, truncated, info
+

@@ -38,11 +38,21 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxsac import checks
 from jaxsac.replay import sum_tree
 from jaxsac.replay.n_step import n_step_batch
-from jaxsac.replay.state import DONE, RESET, TERMINATED, TRUNCATED, ReplayBuffer, ReplayState
+from jaxsac.replay.state import (
+    DONE,
+    FAILED,
+    NOT_A_START,
+    RESET,
+    TERMINATED,
+    TRUNCATED,
+    ReplayBuffer,
+    ReplayState,
+)
 from jaxsac.replay.sum_tree import TREE_ARITY
 from jaxsac.types import Batch, Step
 
@@ -108,15 +118,29 @@ def _check_step(state: ReplayState, step: Any, num_envs: int) -> None:
             raise ValueError(
                 f"add: step.{name} has shape {got}; expected {want} "
                 f"(leading axis num_envs={num_envs}, then the shape from init's example_step)")
+    failed = getattr(step, "failed", None)
+    if failed is not None and tuple(jnp.shape(failed)) != (num_envs,):
+        raise ValueError(f"add: step.failed has shape {tuple(jnp.shape(failed))}; expected "
+                         f"({num_envs},) or None")
 
 
-def _check_priority_args(indices: Any, td_error: Any) -> None:
+def _check_priority_args(indices: Any, td_error: Any, capacity: int) -> None:
+    """Shapes always; the indices' range when they are concrete (outside jit; under jit
+    out-of-range indices are ignored)."""
     idx_shape, td_shape = jnp.shape(indices), jnp.shape(td_error)
     if len(idx_shape) != 1:
         raise ValueError(f"update_priorities: indices has shape {idx_shape}; expected [batch]")
     if td_shape != idx_shape:
         raise ValueError(f"update_priorities: td_error has shape {td_shape}; expected "
                          f"{idx_shape} (one per index)")
+    if isinstance(indices, jax.core.Tracer):
+        return
+    values = np.asarray(indices)
+    bad = values[(values < 0) | (values >= capacity)]
+    if bad.size:
+        raise ValueError(f"update_priorities: indices={bad[:5].tolist()} "
+                         f"{'(and more) ' if bad.size > 5 else ''}are invalid: must be rows "
+                         f"in [0, {capacity}) (Batch.indices)")
 
 
 
@@ -154,7 +178,7 @@ def _uniform_starts(state: ReplayState, words: jax.Array, key: jax.Array,
         candidates = jax.lax.shift_right_logical(words, shift)
         in_range = candidates < written
         candidates = jnp.where(in_range, candidates, 0).astype(jnp.int32)
-        acceptable = in_range & ((state.flags[candidates] & RESET) == 0)
+        acceptable = in_range & ((state.flags[candidates] & NOT_A_START) == 0)
         chosen = candidates[:, -1]
         for j in reversed(range(candidates.shape[1] - 1)):  # keep the first acceptable one
             chosen = jnp.where(acceptable[:, j], candidates[:, j], chosen)
@@ -177,6 +201,47 @@ def _uniform_starts(state: ReplayState, words: jax.Array, key: jax.Array,
                                      (jnp.int32(1), start, accepted))
     return start
 
+
+
+# --------------------------------------------------------------------------- priorities
+
+
+def _ignoring(indices: jax.Array, current: jax.Array, ok: jax.Array, leaf_value: jax.Array):
+    """(leaf ids [B], sum-tree values [B], min-tree values [B]) for a tree write that
+    sets row indices[b] to leaf_value[b] where ok[b] and changes nothing else.
+
+    current: [B] the sum-tree leaves of rows `indices` (a row's min-tree leaf is the
+    same where it is positive, else +inf). A write of `sum_tree.write` sets every id it
+    names (the largest value where an id repeats), so the entries to ignore are sent to
+    a row the write sets anyway with a value that cannot win there (0): the first ok
+    entry's row. When no entry is ok they all write the last entry's row's own values
+    back.
+    """
+    position = jnp.arange(ok.shape[0])
+    first_ok = jnp.min(jnp.where(ok, position, ok.shape[0] - 1))
+    any_ok = jnp.any(ok)
+    anchor, anchor_leaf = indices[first_ok], current[first_ok]
+    keep_sum = jnp.where(any_ok, 0.0, anchor_leaf)
+    keep_min = jnp.where(any_ok, 0.0, jnp.where(anchor_leaf > 0, anchor_leaf, jnp.inf))
+    return (jnp.where(ok, indices, anchor), jnp.where(ok, leaf_value, keep_sum),
+            jnp.where(ok, leaf_value, keep_min))
+
+
+# --------------------------------------------------------------------------- failed rows
+
+
+def _end_before_failures(flags: jax.Array, failed: jax.Array | None, newest_rows: jax.Array,
+                         newest_flags: jax.Array, any_written: jax.Array,
+                         ring: int) -> jax.Array:
+    """flags [C] with TRUNCATED set on the previous row of every env whose new row
+    failed (failed [E] bool): its episode ends there. Unchanged when no row can fail
+    (`failed` None) or when each env's ring holds one row (the previous row is the one
+    just written)."""
+    if failed is None or ring == 1:
+        return flags
+    ends = failed & any_written
+    return flags.at[newest_rows].set(
+        jnp.where(ends, newest_flags | TRUNCATED, newest_flags).astype(flags.dtype))
 
 
 # --------------------------------------------------------------------------- the factory
@@ -267,7 +332,10 @@ def episode_buffer(
         """Appends one step per env (`step` fields have leading axis num_envs). O(E log C).
 
         A row whose env's previous row was terminated or truncated is stored as a reset
-        row (never a start). New valid rows get priority p_max^alpha.
+        row (never a start). A failed row (`step.failed`) is never a start either, and
+        it marks its env's previous row truncated: the episode ends at its last real
+        step, bootstrapping from that step's real next observation (the failed row's
+        obs). New valid rows get priority p_max^alpha.
         """
         _check_step(state, step, num_envs)
         slot = state.write_slot
@@ -280,10 +348,16 @@ def episode_buffer(
         newest_flags, overwritten_flags = old_flags[:num_envs], old_flags[num_envs:]
         is_reset = (state.filled_slots > 0) & ((newest_flags & DONE) != 0)
         overwritten_valid = jnp.where(state.filled_slots == ring,
-                                      jnp.sum((overwritten_flags & RESET) == 0), 0)
+                                      jnp.sum((overwritten_flags & NOT_A_START) == 0), 0)
         flags = (jnp.asarray(step.terminated, bool).astype(jnp.uint8) * TERMINATED
                  | jnp.asarray(step.truncated, bool).astype(jnp.uint8) * TRUNCATED
                  | is_reset.astype(jnp.uint8) * RESET)
+        not_a_start = is_reset
+        failed = getattr(step, "failed", None)
+        if failed is not None:
+            failed = jnp.asarray(failed, bool)
+            flags = flags | failed.astype(jnp.uint8) * FAILED
+            not_a_start = is_reset | failed
 
         def write(buffer, values):
             values = jnp.asarray(values, buffer.dtype)
@@ -294,18 +368,19 @@ def episode_buffer(
             obs=write(state.obs, step.obs),
             action=write(state.action, step.action),
             reward=write(state.reward, step.reward),
-            flags=write(state.flags, flags),
+            flags=_end_before_failures(write(state.flags, flags), failed, newest_rows,
+                                       newest_flags, state.filled_slots > 0, ring),
             last_next_obs=jnp.asarray(step.next_obs, state.last_next_obs.dtype),
             write_slot=(slot + 1) % ring,
             filled_slots=jnp.minimum(state.filled_slots + 1, ring),
             num_valid=(state.num_valid - overwritten_valid
-                       + jnp.sum(~is_reset)).astype(jnp.int32),
+                       + jnp.sum(~not_a_start)).astype(jnp.int32),
         )
         if prioritized:
             new_priority = jnp.clip(state.max_priority ** alpha, _MIN_LEAF, _MAX_LEAF)
             sums, mins = sum_tree.write(state.priority_sums, state.priority_mins, rows,
-                                     jnp.where(is_reset, 0.0, new_priority),
-                                     jnp.where(is_reset, jnp.inf, new_priority))
+                                     jnp.where(not_a_start, 0.0, new_priority),
+                                     jnp.where(not_a_start, jnp.inf, new_priority))
             state = state.replace(priority_sums=sums, priority_mins=mins)
         return state
 
@@ -349,27 +424,31 @@ def episode_buffer(
 
         indices: [B] int32 (`Batch.indices`); td_error: [B] float32. p_max grows to the
         largest p. A repeated index (the same start row drawn twice) gets the largest of
-        its priorities, deterministically on every backend. Indices of rows that are no
-        longer valid (overwritten by a reset row) are ignored. With uniform sampling this
-        returns `state` unchanged.
+        its priorities, deterministically on every backend. Ignored, so that the trees
+        stay exact: indices of rows that are no longer valid (overwritten by a reset
+        row), indices outside [0, C) (an error outside jit), and non-finite td_error
+        (the row keeps its priority). With uniform sampling this returns `state`
+        unchanged.
         """
         if not prioritized:
             return state
-        _check_priority_args(indices, td_error)
-        indices = jnp.clip(jnp.asarray(indices, jnp.int32), 0, capacity - 1)
-        priority = jnp.abs(jnp.asarray(td_error, jnp.float32)) + jnp.float32(eps)
+        _check_priority_args(indices, td_error, capacity)
+        indices = jnp.asarray(indices, jnp.int32)
+        td_error = jnp.asarray(td_error, jnp.float32)
+        in_range = (indices >= 0) & (indices < capacity)
+        indices = jnp.where(in_range, indices, 0)
+        priority = jnp.abs(td_error) + jnp.float32(eps)
         # A row is a valid start exactly when its leaf is positive. Reading the leaves
         # (not the flags) keeps this read in the data flow of the tree writes, so a
         # following in-place `add` in the same program does not copy the flags.
-        leaves = state.priority_sums[0]
-        valid = leaves[indices // TREE_ARITY, indices % TREE_ARITY] > 0
+        current = state.priority_sums[0][indices // TREE_ARITY, indices % TREE_ARITY]
+        ok = (current > 0) & in_range & jnp.isfinite(td_error)
         leaf_value = jnp.clip(priority ** alpha, _MIN_LEAF, _MAX_LEAF)
-
-        sums, mins = sum_tree.write(state.priority_sums, state.priority_mins, indices,
-                                 jnp.where(valid, leaf_value, 0.0),
-                                 jnp.where(valid, leaf_value, jnp.inf))
+        target, sum_value, min_value = _ignoring(indices, current, ok, leaf_value)
+        sums, mins = sum_tree.write(state.priority_sums, state.priority_mins, target,
+                                    sum_value, min_value)
         max_priority = jnp.maximum(state.max_priority,
-                                   jnp.max(jnp.where(valid, priority, 0.0)))
+                                   jnp.max(jnp.where(ok, priority, 0.0)))
         return state.replace(priority_sums=sums, priority_mins=mins,
                              max_priority=max_priority,
                              priority_updates=state.priority_updates + 1)

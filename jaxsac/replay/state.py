@@ -2,7 +2,8 @@
 
 Row layout: C = capacity rows, E = num_envs; each env owns a time-ordered ring of C // E
 slots and the flat row of env e at slot s is s * E + e. A row's `flags` byte holds
-TERMINATED, TRUNCATED and RESET (a reset row: never the start of a transition).
+TERMINATED, TRUNCATED, RESET (a reset row: never the start of a transition) and FAILED
+(the env raised instead of stepping: never a start, and n-step walks stop before it).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from jaxsac.types import Batch, Step
 TERMINATED = 1
 TRUNCATED = 2
 RESET = 4
+FAILED = 8
 DONE = TERMINATED | TRUNCATED
+NOT_A_START = RESET | FAILED
 
 
 @struct.dataclass
@@ -28,7 +31,8 @@ class ReplayState:
     obs: [C, *obs_shape] the observation each step was taken from.
     action: [C, *act_shape].
     reward: [C] float32.
-    flags: [C] uint8, bit 0 terminated, bit 1 truncated, bit 2 reset row (not a start).
+    flags: [C] uint8, bit 0 terminated, bit 1 truncated, bit 2 reset row (not a start),
+        bit 3 failed row (not a start, and no walk passes into it).
     last_next_obs: [E, *obs_shape] the observation after each env's newest row.
     write_slot: [] int32, the ring slot the next `add` writes.
     filled_slots: [] int32, slots written so far (at most C // E).

@@ -18,6 +18,7 @@ def bookkeeping(episode_return, episode_length, reward, not_a_step, done, xp):
     """
     episode_return = episode_return + reward
     episode_length = episode_length + (~not_a_step).astype(episode_length.dtype)
+    done = done & (episode_length > 0)  # an env that fails right after its reset ends none
     finished = EpisodeInfo(
         done=done,
         episode_return=xp.where(done, episode_return, 0).astype(np.float32),

@@ -15,7 +15,13 @@ import numpy as np
 
 from jaxsac import checks, connectors
 from jaxsac.config import VECTORIZATIONS
-from jaxsac.envs import GymEnvFactory, RestartOnFailure, check_spaces, gym_env_factory
+from jaxsac.envs import (
+    CheckData,
+    GymEnvFactory,
+    RestartOnFailure,
+    check_spaces,
+    gym_env_factory,
+)
 from jaxsac.runners.episodes import bookkeeping
 from jaxsac.types import EpisodeInfo, Step
 
@@ -25,7 +31,7 @@ def _make_sub_env(factory: GymEnvFactory, index: int, max_env_restarts: int, see
     env: gymnasium.Env = RestartOnFailure(factory, index, max_env_restarts, seed)
     if flatten_structured_obs and not isinstance(env.observation_space, gymnasium.spaces.Box):
         env = gymnasium.wrappers.FlattenObservation(env)
-    return env
+    return CheckData(env, index, factory.env_id)
 
 
 def _restarts_in(infos: dict[str, Any]) -> int:
@@ -55,14 +61,14 @@ class GymRunner:
     (Step, EpisodeInfo).
 
     Fault tolerance: an env whose `step` raises at call t is rebuilt. For that call the
-    runner emits for that env the row (obs = its last good obs, action = the attempted
-    action, reward 0, terminated False, truncated True, next_obs = the last good obs), so
-    its episode ends at the last good step; the next call is the usual NEXT_STEP reset row
-    (obs = the last good obs, next_obs = the rebuilt env's first obs). The failed row is
-    no env step of the episode: `EpisodeInfo.episode_length` counts the good steps only.
-    (It is in the stream because every call gives every env a row; a learner sampling it
-    sees the zero-reward, truncated self-transition (s, a, 0, s).) An env whose
-    `reset` raises is rebuilt and reset again (the reset row stays exact). Every rebuild
+    runner emits for that env a *failed* row (`Step.failed` True; obs = its last good
+    obs, action = the attempted action, reward 0, terminated False, truncated True,
+    next_obs = the last good obs); the next call is the usual NEXT_STEP reset row (obs =
+    the last good obs, next_obs = the rebuilt env's first obs). A failed row holds no env
+    step: the replay buffer never samples it and ends the episode, truncated, at the row
+    before (its last real step), and `EpisodeInfo` counts only the real steps (an env
+    failing right after its reset ends no episode). An env whose `reset` raises is
+    rebuilt and reset again (the reset row stays exact). Every rebuild
     adds one to `num_env_restarts`. Up to `max_env_restarts` failures of one env in a row
     (no successful step in between) are rebuilt; the next raises `EnvFailureError`
     naming the env and the last exception, and the runner is then unusable (close it).
@@ -112,8 +118,8 @@ class GymRunner:
     @property
     def packed_width(self) -> int:
         """Columns of a `step_packed` row: obs, action, reward, terminated, truncated,
-        next_obs, episode return, episode length."""
-        return 2 * self.obs_dim + self.act_dim + 5
+        next_obs, episode return, episode length, failed."""
+        return 2 * self.obs_dim + self.act_dim + 6
 
     def unpack(self, packed: jax.Array) -> tuple[Step, EpisodeInfo]:
         """Rows of `step_packed`, [..., E, packed_width] -> (Step, EpisodeInfo) with
@@ -121,14 +127,18 @@ class GymRunner:
         jittable (the gymnasium loop unpacks a whole block of rows inside its jitted call)."""
         d, a = self.obs_dim, self.act_dim
         xp = np if isinstance(packed, np.ndarray) else jnp
-        columns = np.cumsum([d, a, 1, 1, 1, d, 1])
-        obs, action, reward, terminated, truncated, next_obs, episode_return, episode_length = (
-            xp.split(packed, columns, axis=-1))
+        columns = np.cumsum([d, a, 1, 1, 1, d, 1, 1])
+        (obs, action, reward, terminated, truncated, next_obs, episode_return, episode_length,
+         failed) = xp.split(packed, columns, axis=-1)
         terminated, truncated = terminated[..., 0] > 0, truncated[..., 0] > 0
+        episode_length = episode_length[..., 0].astype(np.int32)
         transition = Step(obs=obs, action=action, reward=reward[..., 0], terminated=terminated,
-                          truncated=truncated, next_obs=next_obs)
-        episodes = EpisodeInfo(done=terminated | truncated, episode_return=episode_return[..., 0],
-                               episode_length=episode_length[..., 0].astype(np.int32))
+                          truncated=truncated, next_obs=next_obs, failed=failed[..., 0] > 0)
+        # An episode ended at this row when it had real steps (episode_length is the
+        # finished episode's length, 0 elsewhere).
+        episodes = EpisodeInfo(done=(terminated | truncated) & (episode_length > 0),
+                               episode_return=episode_return[..., 0],
+                               episode_length=episode_length)
         return transition, episodes
 
     @property
@@ -149,13 +159,14 @@ class GymRunner:
         next_obs = connectors.flatten_obs(np.asarray(next_obs))
         done = terminated | truncated
         # A failed step ends the episode but is not one of its env steps.
-        not_a_step = self._needs_reset | _failed_in(infos, self.num_envs)
+        failed = _failed_in(infos, self.num_envs)
+        not_a_step = self._needs_reset | failed
         self._episode_return, self._episode_length, episodes = bookkeeping(
             self._episode_return, self._episode_length, reward, not_a_step, done, np)
         packed = np.concatenate(
             [self._obs, action, reward[:, None], terminated[:, None], truncated[:, None],
-             next_obs, episodes.episode_return[:, None], episodes.episode_length[:, None]],
-            axis=1, dtype=np.float32)
+             next_obs, episodes.episode_return[:, None], episodes.episode_length[:, None],
+             failed[:, None]], axis=1, dtype=np.float32)
         self._obs = next_obs
         self._needs_reset = done
         return packed

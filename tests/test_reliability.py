@@ -1,0 +1,238 @@
+"""Reliability under faults (docs/reliability.md): env failures leave no invented data,
+evaluation survives them, env data that cannot be trained on is named, and resuming does
+what it is asked or says why not. Each test injects the fault it is about."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+import jaxsac
+from jaxsac import checkpoint
+from jaxsac.envs import EnvDataError, EnvFailureError
+from jaxsac.replay.state import FAILED, NOT_A_START, TERMINATED, TRUNCATED
+from jaxsac.runners import GymRunner
+from tests.conftest import (
+    EARLY_FAULT_ENV_ID,
+    FAULTY_ENV_ID,
+    LATE_FAULT_ENV_ID,
+    RECURRING_FAULT_ENV_ID,
+    FaultyEnv,
+)
+from tests.helpers import TINY
+
+GAMMA = 0.9
+
+
+def faulty_config(env_id: str, **changes) -> jaxsac.SACConfig:
+    settings = {**TINY, "env_id": env_id, "backend": "gymnasium", "num_envs": 2,
+                "learning_starts": 40, "log_every": 60, "total_env_steps": 180,
+                "buffer_capacity": 400, "batch_size": 16, "n_step": (1, 3),
+                "prioritized": True, "gamma": GAMMA, "host_block_steps": 4}
+    return jaxsac.SACConfig(**{**settings, **changes})
+
+
+def logged_steps() -> dict[bytes, tuple]:
+    """FaultyEnv.LOG by the observation each logged step started from."""
+    return {np.asarray(obs, np.float32).tobytes(): (action, reward, next_obs)
+            for obs, action, reward, next_obs in FaultyEnv.LOG}
+
+
+def test_failed_env_steps_are_never_stored_as_transitions(tmp_path):
+    """After a run whose envs fail again and again, every stored row that can start a
+    transition is a step an env took (checked against the env's own log), each failure
+    ends its episode truncated at the last real step, and every sampled n-step
+    transition follows the logged steps."""
+    FaultyEnv.LOG.clear()
+    config = faulty_config(RECURRING_FAULT_ENV_ID, log_dir=str(tmp_path / "logs"))
+    result = jaxsac.train(config, progress=False)
+    log = logged_steps()
+    buffer = jax.device_get(result.state.buffer)
+    num_envs, written = config.num_envs, int(buffer.filled_slots) * config.num_envs
+    assert written == config.total_env_steps  # the ring did not wrap
+    flags, obs = buffer.flags[:written], buffer.obs[:written]
+
+    failed_rows = np.nonzero(flags & FAILED)[0]
+    assert len(failed_rows) >= 4
+    assert result.env_restarts == len(failed_rows)
+    assert result.metrics["env_restarts"][-1] == result.env_restarts
+    for row in failed_rows:
+        previous = row - num_envs
+        assert flags[row] & TRUNCATED and not flags[row] & TERMINATED
+        assert flags[previous] & TRUNCATED  # the episode ends at its last real step
+        np.testing.assert_array_equal(obs[row], log[obs[previous].tobytes()][2])
+
+    to_env = jaxsac.connectors.module_to_env(FaultyEnv.action_space)
+    for row in np.nonzero((flags & NOT_A_START) == 0)[0]:
+        action, reward, next_obs = log[obs[row].tobytes()]  # KeyError: invented data
+        np.testing.assert_allclose(to_env(buffer.action[row]), action, rtol=1e-6)
+        assert buffer.reward[row] == np.float32(reward)
+        following = (obs[row + num_envs] if row + num_envs < written
+                     else buffer.last_next_obs[row % num_envs])
+        np.testing.assert_array_equal(following, next_obs)
+
+    program = jaxsac.program.host_program(config, 3, 1)
+    batch = jax.jit(program.buffer.sample)(result.state.buffer, jax.random.key(0))
+    for b in range(config.batch_size):
+        current, total = np.asarray(batch.obs[b]), 0.0
+        for i in range(int(batch.n_step[b])):
+            _, reward, current = log[current.tobytes()]
+            total += GAMMA**i * reward
+        np.testing.assert_array_equal(batch.next_obs[b], current)
+        np.testing.assert_allclose(batch.reward[b], total, rtol=1e-5)
+        np.testing.assert_allclose(batch.discount[b], GAMMA ** int(batch.n_step[b]),
+                                   rtol=1e-6)
+    with open(tmp_path / "logs" / "metrics.csv") as f:
+        header = f.readline().strip().split(",")
+    assert "env_restarts" in header and "eval_failures" in header
+
+
+def test_an_env_failing_right_after_its_reset_ends_no_episode():
+    """Every instance raises on its first step: no zero-step episode is reported."""
+    with GymRunner(FAULTY_ENV_ID, num_envs=1, max_env_restarts=6,
+                   env_kwargs={"fail_at_steps": (1,)}) as runner:
+        rows = [runner.unpack(runner.step_packed(np.zeros((1, 1), np.float32)))
+                for _ in range(6)]
+    steps, episodes = jax.tree.map(lambda *x: np.stack(x), *rows)
+    assert steps.failed[:, 0].tolist() == [True, False, True, False, True, False]
+    assert not episodes.done.any() and not episodes.episode_length.any()
+
+
+def test_evaluation_drops_and_counts_failed_episodes_and_the_run_goes_on():
+    """Evaluation envs fail on their 3rd step (before the 5-step time limit): every
+    evaluation episode is dropped and counted, and training finishes."""
+    config = faulty_config(EARLY_FAULT_ENV_ID, max_env_restarts=1)
+    result = jaxsac.train(config, progress=False)
+    assert result.metrics["env_steps"].tolist() == [60, 120, 180]
+    assert result.metrics["eval_failures"].tolist() == [config.eval_episodes] * 3
+    assert np.isnan(result.metrics["eval_return"]).all()
+    assert result.env_restarts > 0
+
+
+def test_evaluation_gives_up_on_an_env_that_keeps_failing_without_raising():
+    config = faulty_config(FAULTY_ENV_ID, max_env_restarts=0)
+    params = jaxsac.make_learner(config, 3, 1).init(jax.random.key(0)).actor_params
+    returns = jaxsac.evaluate(config, params, jax.random.key(1), num_episodes=3)
+    assert returns.shape == (3,) and np.isfinite(returns).all()  # FaultyEnv-v0 never fails
+    with pytest.raises(EnvFailureError):  # the same env, failing on every first step
+        with GymRunner(FAULTY_ENV_ID, 1, max_env_restarts=0,
+                       env_kwargs={"fail_at_steps": (1,)}) as runner:
+            runner.step_packed(np.zeros((1, 1), np.float32))
+
+
+def test_an_env_that_keeps_failing_stops_the_run_after_saving_its_state(tmp_path):
+    """The envs raise on their 70th step (in log period 2, env steps 120..180) and may
+    not be rebuilt: the run stops, naming the env, after saving period 2's start."""
+    config = faulty_config(LATE_FAULT_ENV_ID, max_env_restarts=0,
+                           checkpoint_dir=str(tmp_path / "ckpt"))
+    with pytest.raises(EnvFailureError, match=r"env 0 .* gave up after 1 consecutive failure.*"
+                                              r"log period 2 \(env steps 120\) was saved"):
+        jaxsac.train(config, progress=False)
+    assert checkpoint.latest_step(config.checkpoint_dir) == 120
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"nan_obs_at_steps": (3,)}, r"env \d \('jaxsac_test/Faulty-v0'\) returned a non-finite "
+                                 r"observation \[3\.0, 3\.0, nan\] from step at its env step 3"),
+    ({"inf_reward_at_steps": (2,)}, r"env \d \('jaxsac_test/Faulty-v0'\) returned the "
+                                    r"non-finite reward inf at its env step 2"),
+    ({"bad_shape_at_steps": (4,)}, r"env \d \('jaxsac_test/Faulty-v0'\) returned an "
+                                   r"observation of shape \(4,\) from step; its "
+                                   r"observation_space has shape \(3,\) at its env step 4"),
+])
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+def test_env_data_that_cannot_be_trained_on_is_named(kwargs, message, vectorization):
+    """Both envs return bad data on the given step of their life; the first one named
+    stops the runner."""
+    with GymRunner(FAULTY_ENV_ID, num_envs=2, seed=10, vectorization=vectorization,
+                   env_kwargs={**kwargs, "fail_env_seed": None}) as runner:
+        with pytest.raises(EnvDataError, match=message):
+            for _ in range(5):
+                runner.step_packed(np.zeros((2, 1), np.float32))
+
+
+# --- resume and checkpoints ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def saved_run(tmp_path_factory):
+    """A JAX run checkpointed at 600 env steps."""
+    directory = tmp_path_factory.mktemp("reliability") / "ckpt"
+    config = jaxsac.SACConfig(**TINY, checkpoint_dir=str(directory))
+    jaxsac.train(config, progress=False)
+    return config, directory
+
+
+def copy_of(directory, tmp_path):
+    target = tmp_path / "ckpt"
+    shutil.copytree(directory, target)
+    return target
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"total_env_steps": 400}, r"is at 600 env steps, beyond total_env_steps=400"),
+    ({"total_env_steps": 1_050, "log_every": 350},
+     r"is at 600 env steps, which is not a whole number of log periods of log_every=350"),
+    ({"normalize_obs": True}, r"normalize_obs: stored False, requested True"),
+])
+def test_resume_does_what_it_is_asked_or_says_why_not(saved_run, tmp_path, changes, message):
+    config, directory = saved_run
+    resumed = config.replace(checkpoint_dir=str(copy_of(directory, tmp_path)), resume=True,
+                             **changes)
+    with pytest.raises(ValueError, match=message):
+        jaxsac.train(resumed, progress=False)
+
+
+def test_resume_stops_at_exactly_total_env_steps(saved_run, tmp_path):
+    config, directory = saved_run
+    resumed = config.replace(checkpoint_dir=str(copy_of(directory, tmp_path)), resume=True,
+                             total_env_steps=1_000)
+    result = jaxsac.train(resumed, progress=False)
+    assert result.metrics["env_steps"].tolist() == [800, 1_000]
+    with pytest.warns(UserWarning, match="is total_env_steps already: nothing to train"):
+        again = jaxsac.train(resumed, progress=False)
+    assert again.metrics == {} and int(again.state.iteration) == 1_000
+
+
+def test_an_edited_config_or_env_metadata_is_an_error(saved_run, tmp_path):
+    """The action bounds (env metadata) and the config are covered by a checksum."""
+    config, directory = saved_run
+    for item, edit in (("meta", lambda m: m.update(act_high=[20.0])),
+                       ("config", lambda c: c.update(activation="tanh"))):
+        target = copy_of(directory, tmp_path / item)
+        path = target / "600" / item / "metadata"
+        stored = json.loads(path.read_text())
+        edit(stored)
+        path.write_text(json.dumps(stored))
+        with pytest.raises(checkpoint.CorruptCheckpointError,
+                           match="changed after the save"):
+            jaxsac.load_policy(target)
+
+
+def test_latest_step_ignores_a_step_folder_without_a_checkpoint(saved_run, tmp_path):
+    config, directory = saved_run
+    target = copy_of(directory, tmp_path)
+    os.makedirs(target / "5000")
+    assert checkpoint.latest_step(target) == 600
+    state, _ = checkpoint.restore(target)
+    assert int(state.iteration) == 600
+
+
+def test_an_empty_manifest_gives_one_clear_error_and_no_tracebacks(saved_run, tmp_path):
+    config, directory = saved_run
+    target = copy_of(directory, tmp_path)
+    (target / "600" / "learner" / "manifest.ocdbt").write_bytes(b"")
+    code = ("import jaxsac\n"
+            f"try:\n    jaxsac.checkpoint.restore({str(target)!r})\n"
+            "except jaxsac.checkpoint.CorruptCheckpointError as e:\n    print('ERROR', e)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert "empty file 600/learner/manifest.ocdbt" in done.stdout
+    assert "Traceback" not in done.stderr
