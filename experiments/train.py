@@ -37,6 +37,9 @@ class Args:
     """Seeds trained together (vmapped in one program for JAX envs)."""
     progress: bool = True
     """Show a progress bar."""
+    compilation_cache: bool = True
+    """Keep compiled programs on disk between runs (jaxsac.compilation; the folder is
+    $JAXSAC_CACHE_DIR, else ~/.cache/jaxsac/xla)."""
     distributed: bool = False
     """Multi-host: call jax.distributed.initialize() (JAX_COORDINATOR_ADDRESS,
     JAX_NUM_PROCESSES, JAX_PROCESS_ID, or SLURM / Open MPI / Cloud TPU detection).
@@ -58,6 +61,8 @@ def main(argv: list[str] | None = None) -> jaxsac.TrainResult:
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.distributed or jaxsac.distributed.explicit_settings() is not None:
         jaxsac.distributed.initialize()
+    if args.compilation_cache:
+        jaxsac.compilation.enable_cache()
     config = args.config
     print(f"jaxsac: training {config.env_id} for {config.total_env_steps} env steps"
           f" x {args.num_seeds} seed(s)")

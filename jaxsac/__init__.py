@@ -10,7 +10,8 @@ The package is layered: each module imports only from the layers listed before i
 
     records       types, checks
     config        config
-    components    envs, networks, connectors, agents, logger, distributed, tuned
+    components    envs, networks, connectors, agents, logger, distributed, compilation,
+                  tuned
     pieces        replay, learner, runners, sharding
     schedule      schedule, metrics
     assembly      program
@@ -21,6 +22,7 @@ The package is layered: each module imports only from the layers listed before i
 
 from jaxsac import (
     checkpoint,
+    compilation,
     connectors,
     distributed,
     envs,
@@ -49,6 +51,7 @@ __all__ = [
     "TrainResult",
     "TrainState",
     "checkpoint",
+    "compilation",
     "connectors",
     "distributed",
     "envs",

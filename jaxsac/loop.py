@@ -9,6 +9,7 @@ same program: the initial state and chunks of log periods with host work between
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -183,7 +184,9 @@ class JaxLoop:
         periods (the warm-up) run as one chunk; the steady periods after them share one
         program that takes the period as an argument, so nothing is compiled twice.
     Every chunk takes its hyperparameters from `program.config` (so a resumed run uses
-    the requested ones), as constants, as make_train's program does.
+    the requested ones), as constants, as make_train's program does. Each distinct
+    program is jitted once per JaxLoop; `jax_loop` keeps JaxLoops between calls, so a
+    repeated `train` of the same config compiles nothing.
     """
 
     donates_state = False
@@ -194,6 +197,8 @@ class JaxLoop:
         self.fused_periods = first_steady_period(program.config)
         self._hparams = Hyperparams.from_config(program.config)
         self._steady = jax.jit(self._over_seeds(self._steady_chunk, in_axes=(0, None)))
+        self._init = jax.jit(jax.vmap(self._initial) if num_seeds > 1 else self._initial)
+        self._chunks: dict[tuple[int, int], Callable] = {}
         self._keys = None
 
     def _over_seeds(self, f: Callable, in_axes: Any = 0) -> Callable:
@@ -212,20 +217,43 @@ class JaxLoop:
 
     def init(self, keys: jax.Array) -> TrainState:
         self._keys = keys
-        initial = jax.vmap(self._initial) if self.num_seeds > 1 else self._initial
-        return jax.jit(initial)(keys)
+        return self._init(keys)
+
+    def _chunk(self, start: int, stop: int) -> Callable:
+        """The jitted program of log periods [start, stop) before the steady ones."""
+        if (start, stop) not in self._chunks:
+            program = self.program
+            if start == 0:
+                # The initial state is computed again inside this program: XLA then
+                # compiles the first periods exactly as in make_train's program, bit for
+                # bit (with the state as an argument its fusions, and so its rounding,
+                # differ).
+                run = lambda key: run_periods(program, self._initial(key), 0, stop)  # noqa: E731
+            else:
+                run = lambda s: run_periods(program, self._pin(s), start, stop)  # noqa: E731
+            self._chunks[start, stop] = jax.jit(self._over_seeds(run))
+        return self._chunks[start, stop]
 
     def run_chunk(self, state: TrainState, start: int, stop: int):
         """Log periods [start, stop) from `state`; from period 0 the program starts
         from the keys given to `init` (it recomputes the initial state, see below)."""
-        program = self.program
         if start == 0:
-            # The initial state is computed again inside this program: XLA then compiles
-            # the first periods exactly as in make_train's program, bit for bit (with the
-            # state as an argument its fusions, and so its rounding, differ).
-            return jax.jit(self._over_seeds(lambda key: run_periods(
-                program, self._initial(key), 0, stop)))(self._keys)
+            return self._chunk(0, stop)(self._keys)
         if start >= self.fused_periods:
             return self._steady(state, jnp.asarray(start, jnp.int32))
-        return jax.jit(self._over_seeds(lambda s: run_periods(program, self._pin(s), start,
-                                                              stop)))(state)
+        return self._chunk(start, stop)(state)
+
+
+def jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh) -> JaxLoop:
+    """The JaxLoop of `config` (already resolved for `mesh`) and `num_seeds`, kept for
+    later calls: a repeated `train` reuses its compiled programs, also with another
+    seed, length (total_env_steps), log or checkpoint folder."""
+    same_programs = config.replace(
+        total_env_steps=config.log_every * (config.learning_starts // config.log_every + 1),
+        seed=0, log_dir=None, checkpoint_dir=None, resume=False, checkpoint_every=0)
+    return _cached_jax_loop(same_programs, num_seeds, mesh)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh) -> JaxLoop:
+    return JaxLoop(build_program(config, placement=sharding.placement(mesh)), num_seeds)

@@ -25,8 +25,8 @@ from jaxsac.envs import EnvFailureError
 from jaxsac.host_loop import HostLoop, stack_rows
 from jaxsac.learner import LearnerState
 from jaxsac.logger import RunLogger
-from jaxsac.loop import JaxLoop
-from jaxsac.program import TrainState, build_program, run_keys, validate
+from jaxsac.loop import jax_loop
+from jaxsac.program import TrainState, run_keys, validate
 from jaxsac.runners import GymRunner
 from jaxsac.schedule import log_chunks, num_periods
 
@@ -99,8 +99,7 @@ def train(config: SACConfig, num_seeds: int = 1, progress: bool = True,
     if validate(config) == "jax":
         mesh = sharding.check_mesh(mesh, "train", config)
         config = sharding.resolve(config, mesh, "train")
-        program = build_program(config, placement=sharding.placement(mesh))
-        loop = JaxLoop(program, num_seeds)
+        loop = jax_loop(config, num_seeds, mesh)
         return run_log_periods(config, loop, run_keys(config, num_seeds), num_seeds,
                                progress, callback)
     if num_seeds != 1:

@@ -17,7 +17,7 @@ LAYERS = (
     ("records", ("types", "checks")),
     ("config", ("config",)),
     ("components", ("envs", "networks", "connectors", "agents", "logger", "distributed",
-                    "tuned")),
+                    "compilation", "tuned")),
     ("pieces", ("replay", "learner", "runners", "sharding")),
     ("schedule", ("schedule", "metrics")),
     ("assembly", ("program",)),

@@ -277,3 +277,35 @@ def test_a_checkpoint_of_the_previous_layout_restores_and_resumes(tmp_path):
     assert jaxsac.checkpoint.latest_step(directory) == 1_600
     policy = jaxsac.load_policy(directory, step=1_200, seed_index=1)
     assert policy(np.zeros(3, np.float32)).shape == (1,)
+
+
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+EVENTS: list[str] = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, duration, **kwargs: EVENTS.append(event))
+
+
+def test_a_repeated_train_compiles_nothing_and_steady_periods_share_one_trace(monkeypatch):
+    """train() runs its warm-up chunk and then one steady program per period; a second
+    call of the same config reuses every compiled program (counted, not timed), and so
+    does a call with another seed and length."""
+    config = jaxsac.SACConfig(**{**TINY, "total_env_steps": 1_200, "learning_starts": 150,
+                                 "eval_episodes": 3})  # steady: periods 1-5
+    traces = []
+    original = jaxsac.loop.run_steady_period
+    monkeypatch.setattr(jaxsac.loop, "run_steady_period",
+                        lambda *args: traces.append(1) or original(*args))
+    EVENTS.clear()
+    first = train(config, progress=False)
+    compiled = EVENTS.count(COMPILE_EVENT)
+    assert compiled > 0 and len(traces) == 1  # one trace serves all five steady periods
+    EVENTS.clear()
+    second = train(config, progress=False)
+    assert EVENTS.count(COMPILE_EVENT) == 0 and EVENTS.count(TRACE_EVENT) == 0
+    assert len(traces) == 1
+    assert leaves_equal(first.metrics, second.metrics)
+    EVENTS.clear()
+    other = train(config.replace(seed=7, total_env_steps=1_600), progress=False)
+    assert EVENTS.count(COMPILE_EVENT) == 0 and len(traces) == 1
+    assert other.metrics["env_steps"].tolist() == list(range(200, 1_601, 200))
