@@ -23,6 +23,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -103,9 +104,11 @@ def cases(checkpoints: str | None, resume_only: bool):
                                                 metrics_digest(result.metrics))
 
     if directory is not None and resume_only:
-        resumed = pendulum.replace(checkpoint_dir=directory, resume=True,
-                                   total_env_steps=1_600)
-        result = jaxsac.train(resumed, num_seeds=2, progress=False)
+        with tempfile.TemporaryDirectory() as tmp:
+            # A copy, so the stored checkpoint stays at 1,200 env steps for later runs.
+            copy = shutil.copytree(directory, os.path.join(tmp, "pendulum"))
+            resumed = pendulum.replace(checkpoint_dir=copy, resume=True, total_env_steps=1_600)
+            result = jaxsac.train(resumed, num_seeds=2, progress=False)
         out["resume/pendulum_2_seeds_to_1600"] = (digest(result.state),
                                                   metrics_digest(result.metrics))
     return out
