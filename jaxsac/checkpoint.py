@@ -174,9 +174,7 @@ def _env_meta(config: SACConfig) -> dict[str, Any]:
     obs_space, act_space = _spaces(config.env_id, backend)
     return {"backend": backend, "obs_shape": list(obs_space.shape),
             "obs_dim": connectors.flat_obs_dim(obs_space),
-            "act_dim": connectors.flat_action_dim(act_space), "act_shape": list(act_space.shape),
-            "act_low": np.asarray(act_space.low, np.float64).ravel().tolist(),
-            "act_high": np.asarray(act_space.high, np.float64).ravel().tolist()}
+            **connectors.module_actions(act_space, f"env {config.env_id!r}").metadata()}
 
 
 # --- the Orbax manager ---------------------------------------------------------------
@@ -373,6 +371,9 @@ def config_differences(stored: SACConfig, requested: SACConfig,
         a, b = tuple(stored_env[name]), tuple(requested_env[name])
         if a != b:
             out.append(f"{name}: stored {a!r}, requested {b!r}")
+    a, b = (env.get("act_kind", "continuous") for env in (stored_env, requested_env))
+    if a != b:
+        out.append(f"action space: stored {a!r}, requested {b!r}")
     return out
 
 
@@ -381,7 +382,7 @@ def _init_fn(config: SACConfig, meta: dict[str, Any]) -> Callable[[jax.Array], A
     if meta["backend"] == "jax":
         program = build_program(config)
     else:
-        program = host_program(config, meta["obs_dim"], meta["act_dim"])
+        program = host_program(config, meta["obs_dim"], connectors.actions_from_metadata(meta))
     with_runner = "runner" in meta["arrays"]
 
     def init(key):
@@ -407,7 +408,8 @@ def _init_template(config: SACConfig, meta: dict[str, Any]) -> Any:
 def _empty_buffer(config: SACConfig, meta: dict[str, Any]) -> Any:
     """A fresh ReplayState for the stored shapes (with the seed axis, if any)."""
     buffer = make_buffer(config, config.gamma)
-    empty = jax.jit(lambda: buffer.init(example_step(meta["obs_dim"], meta["act_dim"])))()
+    empty = jax.jit(lambda: buffer.init(example_step(meta["obs_dim"],
+                                                            connectors.actions_from_metadata(meta))))()
     if meta["seed_axis"]:
         empty = jax.tree.map(lambda x: jnp.broadcast_to(x, (meta["num_seeds"], *x.shape)),
                              empty)
@@ -552,8 +554,9 @@ class StoredActor(NamedTuple):
 
     config: the stored SACConfig. step: its env steps. actor_params: one module's actor
     parameters (no seed or module axis). obs_stats: its observation statistics.
-    meta: the stored env metadata (obs_shape, obs_dim, act_dim, act_shape, act_low,
-    act_high, backend).
+    meta: the stored env metadata (obs_shape, obs_dim, backend, and the action space:
+    act_dim, act_shape, act_low, act_high for a Box; act_kind, act_dim, act_start for
+    a Discrete space).
     """
 
     config: SACConfig

@@ -29,7 +29,8 @@ class SACConfig:
     """Configuration of one SAC run (environment, hyperparameters, logging, checkpoints).
 
     `n_step` is an int (fixed n) or a pair `(n_min, n_max)`: each sample draws n
-    uniformly from {n_min, ..., n_max}. `target_entropy` is a float or "auto" (-|A|).
+    uniformly from {n_min, ..., n_max}. `target_entropy` is a float or "auto": −|A| for
+    Box actions, `target_entropy_scale` · log|A| for Discrete ones.
     `utd_ratio` is gradient steps per env step: each iteration (every env steps once)
     takes `round(utd_ratio * num_envs)` gradient steps (Python's round, halves to even)
     while that is at least one; when it rounds to zero (utd_ratio * num_envs <= 0.5), one
@@ -92,7 +93,14 @@ class SACConfig:
     learn_alpha: bool = True
     """Learn α toward the target entropy; False keeps α = initial_alpha."""
     target_entropy: float | Literal["auto"] = "auto"
-    """Target entropy H̄; "auto" is −|A|."""
+    """Target entropy H̄; "auto" is −|A| (Box actions) or target_entropy_scale · log|A|
+    (Discrete actions, |A| of them)."""
+    target_entropy_scale: float | None = None
+    """Discrete actions only: "auto"'s target entropy as a fraction of the largest,
+    log|A|, in (0, 1); None: 0.5 (docs/semantics.md, "Discrete actions")."""
+    log_std_bounds: tuple[float, float] | None = None
+    """Box actions only: (min, max) the policy's log standard deviations are clipped
+    to; None: (-5, 2)."""
     n_step: int | tuple[int, int] = 1
     """n of n-step returns, or (n_min, n_max): each sample draws n from that range."""
     num_q: int = 2
@@ -170,12 +178,6 @@ class SACConfig:
     def num_modules(self) -> int:
         """Modules (policies) trained: num_agents for "independent", else one."""
         return self.num_agents if self.policy_mapping == "independent" else 1
-
-    def resolved_target_entropy(self, act_dim: int) -> float:
-        """H̄: the configured float, or -|A| for "auto"."""
-        if self.target_entropy == "auto":
-            return -float(act_dim)
-        return float(self.target_entropy)
 
     def replace(self, **changes: Any) -> SACConfig:
         """A copy with `changes` applied (validated again)."""
@@ -272,6 +274,21 @@ def _validate(c: SACConfig) -> None:
         checks.check_real(owner, "grad_clip", c.grad_clip, 0.0, math.inf, open_low=True)
     if not (c.target_entropy == "auto" or checks.is_real(c.target_entropy)):
         checks.fail(owner, "target_entropy", c.target_entropy, '"auto" or a finite number')
+    if c.target_entropy_scale is not None:
+        if c.target_entropy != "auto":
+            checks.fail(owner, "target_entropy_scale", c.target_entropy_scale,
+                        f"None with an explicit target_entropy={c.target_entropy!r} (it "
+                        'scales only target_entropy="auto")')
+        scale = c.target_entropy_scale
+        if not checks.is_real(scale) or not 0.0 < scale < 1.0:
+            checks.fail(owner, "target_entropy_scale", scale, "None or a number in (0, 1) "
+                        "(a fraction of the largest entropy, log|A|)")
+    if c.log_std_bounds is not None and not (
+            isinstance(c.log_std_bounds, tuple) and len(c.log_std_bounds) == 2
+            and all(checks.is_real(b) for b in c.log_std_bounds)
+            and c.log_std_bounds[0] < c.log_std_bounds[1]):
+        checks.fail(owner, "log_std_bounds", c.log_std_bounds,
+                    "None or a pair (min, max) of finite numbers with min < max")
     checks.check_n_step(owner, c.n_step)
     if (not isinstance(c.hidden_sizes, tuple) or not c.hidden_sizes
             or not all(checks.is_int(h) and h >= 1 for h in c.hidden_sizes)):

@@ -1,7 +1,9 @@
 """Connectors: the pure transforms between envs, the RL module and the learner.
 
-    env obs --env-to-module--> module obs --actor--> action in [-1, 1]
-            --module-to-env--> env action (Box units)
+    env obs --env-to-module--> module obs --actor--> module action
+            --module-to-env--> env action
+    (a module action is [|A|] float32 in [-1, 1] for a Box, rescaled to its units, or
+    an int32 index for a Discrete space: `module_actions(space)` picks the adapter)
     sampled Batch --learner connectors--> Batch the learner trains on
 
 Each connector is a pure function. The only stateful one, running observation
@@ -13,7 +15,7 @@ the same kind, so the host runner can use them without a device round trip.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
 from typing import Any
 
 import gymnasium
@@ -22,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from jaxsac import checks
 from jaxsac.types import Batch
 
 Array = Any  # a numpy or JAX array
@@ -39,11 +42,6 @@ def flatten_obs(obs: Array, batch_dims: int = 1) -> Array:
 def flat_obs_dim(observation_space: gymnasium.Space) -> int:
     """obs_dim after flattening (gymnasium's flatdim: one-hot for Discrete parts)."""
     return int(gymnasium.spaces.flatdim(observation_space))
-
-
-def flat_action_dim(action_space: gymnasium.spaces.Box) -> int:
-    """act_dim: the number of entries of one action of the Box `action_space`."""
-    return int(np.prod(action_space.shape))
 
 
 @struct.dataclass
@@ -111,7 +109,12 @@ class EnvToModule(struct.PyTreeNode):
         return normalize_batch(stats, batch) if self.normalize else batch
 
 
-# --- module-to-env -----------------------------------------------------------------
+# --- module-to-env: the action adapters ----------------------------------------------
+
+
+SUPPORTED_ACTION_SPACES = (
+    "supported action spaces: Box with finite low and high (continuous actions, a "
+    "squashed Gaussian policy) and Discrete (a categorical policy)")
 
 
 def rescale_action(action: Array, low: Array, high: Array) -> Array:
@@ -120,26 +123,139 @@ def rescale_action(action: Array, low: Array, high: Array) -> Array:
     return (low + (action + 1.0) * (high - low) / 2.0).clip(low, high)
 
 
-def module_to_env(action_space: gymnasium.spaces.Box) -> Callable[[Array], Array]:
-    """The module-to-env pipeline for a Box: [..., act_dim] in [-1, 1] -> env units.
+@dataclasses.dataclass(frozen=True)
+class BoxActions:
+    """Continuous actions: the module acts in [-1, 1]^|A| (flat [..., dim] float32);
+    `to_env` rescales to the Box's [low, high] and reshapes to its shape.
 
-    The env action has the Box's shape per env: a flat [act_dim] action is reshaped to
-    `action_space.shape` after the leading axes.
+    low, high: the Box's bounds, flattened. env_shape: the Box's shape.
     """
-    low = np.asarray(action_space.low, np.float32).reshape(-1)
-    high = np.asarray(action_space.high, np.float32).reshape(-1)
-    shape = tuple(action_space.shape)
 
-    def to_env(action: Array) -> Array:
-        env_action = rescale_action(action.astype(np.float32), low, high)
-        return env_action.reshape(action.shape[:-1] + shape)
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+    env_shape: tuple[int, ...]
+    kind = "continuous"
 
-    return to_env
+    @property
+    def dim(self) -> int:
+        """|A|: entries of one action."""
+        return len(self.low)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of one stored module action: (|A|,)."""
+        return (self.dim,)
+
+    dtype = np.float32
+
+    @property
+    def columns(self) -> int:
+        """float32 columns one action takes in a packed host row."""
+        return self.dim
+
+    def to_env(self, action: Array) -> Array:
+        """[..., dim] in [-1, 1] -> env actions [..., *env_shape] (numpy or JAX)."""
+        low, high = np.float32(self.low), np.float32(self.high)
+        return rescale_action(action.astype(np.float32), low, high).reshape(
+            action.shape[:-1] + self.env_shape)
+
+    def random(self, key: jax.Array, num: int) -> jax.Array:
+        """Uniform random module actions [num, dim] in [-1, 1] (warm-up exploration)."""
+        return jax.random.uniform(key, (num, self.dim), jnp.float32, minval=-1.0, maxval=1.0)
+
+    def from_columns(self, columns: Array) -> Array:
+        """Packed columns [..., dim] float32 -> module actions [..., dim]."""
+        return columns
+
+    @property
+    def space(self) -> gymnasium.spaces.Box:
+        """The env's action space."""
+        return gymnasium.spaces.Box(np.float32(self.low).reshape(self.env_shape),
+                                    np.float32(self.high).reshape(self.env_shape),
+                                    dtype=np.float32)
+
+    def metadata(self) -> dict[str, Any]:
+        """What a checkpoint stores of the action space (`actions_from_metadata`)."""
+        return {"act_dim": self.dim, "act_shape": list(self.env_shape),
+                "act_low": list(self.low), "act_high": list(self.high)}
 
 
-def random_module_action(key: jax.Array, num: int, act_dim: int) -> jax.Array:
-    """Uniform random module actions [num, act_dim] in [-1, 1] (warm-up exploration)."""
-    return jax.random.uniform(key, (num, act_dim), jnp.float32, minval=-1.0, maxval=1.0)
+@dataclasses.dataclass(frozen=True)
+class DiscreteActions:
+    """Discrete actions: the module gives an index in {0, ..., n - 1} (int32 [...]);
+    `to_env` adds the space's `start`.
+
+    n: the number of actions |A|. start: the env's first action (gymnasium's
+    `Discrete(n, start=...)`).
+    """
+
+    n: int
+    start: int = 0
+    kind = "discrete"
+    shape = ()
+    dtype = np.int32
+    columns = 1
+
+    @property
+    def dim(self) -> int:
+        """|A|: the number of actions (the width of the policy's and critics' outputs)."""
+        return self.n
+
+    def to_env(self, action: Array) -> Array:
+        """Indices [...] -> env actions [...] (numpy or JAX integers)."""
+        return action + self.start if self.start else action
+
+    def random(self, key: jax.Array, num: int) -> jax.Array:
+        """Uniform random indices [num] int32 (warm-up exploration)."""
+        return jax.random.randint(key, (num,), 0, self.n, jnp.int32)
+
+    def from_columns(self, columns: Array) -> Array:
+        """Packed columns [..., 1] float32 (exact small integers) -> indices [...] int32."""
+        return columns[..., 0].astype(np.int32)
+
+    @property
+    def space(self) -> gymnasium.spaces.Discrete:
+        """The env's action space."""
+        return gymnasium.spaces.Discrete(self.n, start=self.start)
+
+    def metadata(self) -> dict[str, Any]:
+        """What a checkpoint stores of the action space (`actions_from_metadata`)."""
+        return {"act_kind": self.kind, "act_dim": self.n, "act_shape": [],
+                "act_start": self.start}
+
+
+ModuleActions = BoxActions | DiscreteActions
+
+
+def module_actions(space: gymnasium.Space | int, owner: str = "env") -> ModuleActions:
+    """The action adapter of an env's action space: Box -> BoxActions, Discrete ->
+    DiscreteActions; an int d is the Box [-1, 1]^d. Other spaces raise `ValueError`
+    naming the space and what is supported."""
+    if isinstance(space, (BoxActions, DiscreteActions)):
+        return space
+    if checks.is_int(space):
+        checks.check_int(owner, "act_dim", space, 1)
+        return BoxActions((-1.0,) * int(space), (1.0,) * int(space), (int(space),))
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return DiscreteActions(int(space.n), int(space.start))
+    if isinstance(space, gymnasium.spaces.Box):
+        if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+            raise ValueError(
+                f"{owner}: action_space={space} is not supported (unbounded Box: actions "
+                f"in [-1, 1] cannot be rescaled to infinite bounds); {SUPPORTED_ACTION_SPACES}")
+        low = np.asarray(space.low, np.float32).reshape(-1)
+        high = np.asarray(space.high, np.float32).reshape(-1)
+        return BoxActions(tuple(map(float, low)), tuple(map(float, high)), tuple(space.shape))
+    raise ValueError(f"{owner}: action_space={space} is not supported "
+                     f"({type(space).__name__} actions); {SUPPORTED_ACTION_SPACES}")
+
+
+def actions_from_metadata(meta: dict[str, Any]) -> ModuleActions:
+    """The adapter `metadata()` describes (a checkpoint's env metadata)."""
+    if meta.get("act_kind", "continuous") == "discrete":
+        return DiscreteActions(int(meta["act_dim"]), int(meta["act_start"]))
+    return BoxActions(tuple(map(float, meta["act_low"])), tuple(map(float, meta["act_high"])),
+                      tuple(meta["act_shape"]))
 
 
 # --- learner -----------------------------------------------------------------------

@@ -31,14 +31,13 @@ def evaluate_returns(program: Program, actor_params: Any, obs_stats: Any, key: j
     agent_shape = () if program.agents is None else (program.agents.num_agents,)
     batch_shape = (num_episodes, *agent_shape)
     env_states, obs = jax.vmap(env.reset)(jax.random.split(key, num_episodes))
-    to_env = connectors.module_to_env(env.action_space)
 
     def step(carry, step_key):
         env_states, obs, total, done = carry
         columns = connectors.flatten_obs(obs, batch_dims=len(batch_shape))
         columns = columns.reshape(-1, columns.shape[-1])  # [K·N, obs_dim], episode-major
         action = act(program, actor_params, obs_stats, columns, step_key, deterministic=True)
-        action = to_env(action).reshape(*batch_shape, *env.action_space.shape)
+        action = program.actions.to_env(action).reshape(*batch_shape, *env.action_space.shape)
         env_states, obs, reward, terminated, truncated = jax.vmap(env.step)(
             env_states, action, jax.random.split(step_key, num_episodes))[:5]
         total = total + jnp.where(done, 0.0, reward)
@@ -71,7 +70,7 @@ def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
     except EnvFailureError:
         return np.full(num_episodes, np.nan)
     try:
-        policy = deterministic_policy(config, runner.obs_dim, runner.act_dim)
+        policy = deterministic_policy(config, runner.obs_dim, runner.actions)
         if obs_stats is None:
             obs_stats = connectors.init_obs_norm(runner.obs_dim)
         raw_obs = runner.raw_obs

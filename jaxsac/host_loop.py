@@ -51,14 +51,14 @@ class HostLoop:
 
     def __init__(self, config: SACConfig, runner: GymRunner):
         self.runner = runner
-        self.program = program = host_program(config, runner.obs_dim, runner.act_dim)
+        self.program = program = host_program(config, runner.obs_dim, runner.actions)
 
         def policy(actor_params, obs_stats, raw_obs, root, iteration):
             return act(program, actor_params, obs_stats, raw_obs,
                        iteration_keys(root, iteration)[0])
 
         def random(actor_params, obs_stats, raw_obs, root, iteration):
-            return random_act_fn(program.act_dim)(raw_obs, iteration_keys(root, iteration)[0])
+            return random_act_fn(program.actions)(raw_obs, iteration_keys(root, iteration)[0])
 
         self._act = {Phase.LEARN: jax.jit(policy), Phase.WARMUP: jax.jit(random),
                      Phase.FIRST_UPDATE: jax.jit(random)}

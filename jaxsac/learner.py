@@ -1,26 +1,31 @@
 """The SAC learner: one gradient step on the twin-Q, policy and temperature losses.
 
-`make_learner(config, obs_dim, act_dim)` closes over the static configuration (network
-sizes, loss kind, clipping, target update period) and returns pure `init`, `update` and
-`act` functions. Values that may vary under `vmap` in a sweep (learning rates, tau,
-initial alpha) are leaves of the state (`LearnerState.hparams`), not Python constants.
+`make_learner(config, obs_dim, actions)` closes over the static configuration (the
+policy head of the action space, network sizes, loss kind, clipping, target update
+period) and returns pure `init`, `update` and `act` functions. Values that may vary
+under `vmap` in a sweep (learning rates, tau, initial alpha) are leaves of the state
+(`LearnerState.hparams`), not Python constants.
 
-Shapes: B batch size, N critics, |A| action dimension.
+Shapes: B batch size, N critics, |A| action dimension (Box) or number of actions
+(Discrete).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import flax.struct
+import gymnasium
 import jax
 import jax.numpy as jnp
 import optax
 
-from jaxsac import checks
+from jaxsac import checks, connectors
 from jaxsac.agents import AgentLayout
 from jaxsac.config import SACConfig
-from jaxsac.networks import Actor, QEnsemble, deterministic_action, sample_action
+from jaxsac.connectors import ModuleActions
+from jaxsac.networks import PolicyHead, policy_head
 from jaxsac.types import Batch
 
 Params = Any
@@ -75,7 +80,7 @@ class Learner(NamedTuple):
 
     init: Any  # (key, hparams=None) -> LearnerState
     update: Any  # (state, batch, key) -> (state, metrics, td_error [B])
-    act: Any  # (actor_params, obs [..., obs_dim], key, deterministic=False) -> [..., |A|]
+    act: Any  # (actor_params, obs [B, obs_dim], key, deterministic=False) -> [B, *action shape]
     loss: Any  # (LossParams, target_critic_params, batch, key) -> (sum of losses, aux)
 
 
@@ -99,22 +104,52 @@ def _optimizer(grad_clip: float | None) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(grad_clip), optax.scale_by_adam())
 
 
-def make_learner(config: SACConfig, obs_dim: int, act_dim: int) -> Learner:
-    """Build the pure learner functions for observations [obs_dim] and actions [act_dim]."""
+def target_entropy(config: SACConfig, head: PolicyHead) -> float:
+    """H̄: the configured float, or the head's "auto" value (−|A| for a Box,
+    target_entropy_scale · log|A| for Discrete actions)."""
+    if config.target_entropy == "auto":
+        return head.auto_target_entropy(config.target_entropy_scale)
+    return float(config.target_entropy)
+
+
+def check_action_settings(config: SACConfig, actions: ModuleActions) -> None:
+    """Errors for settings the action space cannot honour, naming the field and the
+    space: log_std_bounds is for Box actions only, target_entropy_scale for Discrete
+    ones, and a Discrete target entropy must be below the largest, log|A|."""
+    space = actions.space
+    if actions.kind == "discrete":
+        if config.log_std_bounds is not None:
+            checks.fail("SACConfig", "log_std_bounds", config.log_std_bounds,
+                        f"None for the Discrete action space {space} (a Box-only setting: "
+                        "the categorical policy has no standard deviation)")
+        largest = math.log(actions.dim)
+        if config.target_entropy != "auto" and not config.target_entropy < largest:
+            checks.fail("SACConfig", "target_entropy", config.target_entropy,
+                        f'"auto" or below log|A| = {largest:.6g} for the Discrete action '
+                        f"space {space} (no policy has a larger entropy)")
+    elif config.target_entropy_scale is not None:
+        checks.fail("SACConfig", "target_entropy_scale", config.target_entropy_scale,
+                    f"None for the Box action space {space} (a Discrete-only setting; set "
+                    "target_entropy for Box actions)")
+
+
+def make_learner(config: SACConfig, obs_dim: int,
+                 actions: ModuleActions | gymnasium.Space | int) -> Learner:
+    """Build the pure learner functions for observations [obs_dim] and the env's actions:
+    an action adapter (`jaxsac.connectors.module_actions`), a gymnasium Box or Discrete
+    space, or an int d for the Box [-1, 1]^d. The policy head (networks and the
+    expectations of the losses) is chosen from the action space, here, once."""
     checks.check_int("make_learner", "obs_dim", obs_dim, 1)
-    checks.check_int("make_learner", "act_dim", act_dim, 1)
-    actor = Actor(act_dim, config.hidden_sizes, config.activation)
-    critic = QEnsemble(config.num_q, config.hidden_sizes, config.activation)
+    actions = connectors.module_actions(actions, "make_learner")
+    check_action_settings(config, actions)
+    head = policy_head(actions, config.hidden_sizes, config.activation, config.num_q,
+                       config.log_std_bounds)
     optimizer = _optimizer(config.grad_clip)
-    target_entropy = config.resolved_target_entropy(act_dim)
+    entropy_target = target_entropy(config, head)
 
     def init(key: jax.Array, hparams: Hyperparams | None = None) -> LearnerState:
         hparams = Hyperparams.from_config(config) if hparams is None else hparams
-        actor_key, critic_key = jax.random.split(key)
-        dummy_obs = jnp.zeros((1, obs_dim), jnp.float32)
-        dummy_act = jnp.zeros((1, act_dim), jnp.float32)
-        actor_params = actor.init(actor_key, dummy_obs)
-        critic_params = critic.init(critic_key, dummy_obs, dummy_act)
+        actor_params, critic_params = head.init(key, obs_dim)
         log_alpha = jnp.log(hparams.initial_alpha).astype(jnp.float32)
         return LearnerState(
             actor_params=actor_params,
@@ -130,46 +165,43 @@ def make_learner(config: SACConfig, obs_dim: int, act_dim: int) -> Learner:
 
     def act(actor_params: Params, obs: jax.Array, key: jax.Array,
             deterministic: bool = False) -> jax.Array:
-        mean, log_std = actor.apply(actor_params, obs)
         if deterministic:
-            return deterministic_action(mean)
-        return sample_action(mean, log_std, key)[0]
-
-    def critic_target(actor_params: Params, target_critic_params: Params, batch: Batch,
-                      alpha: jax.Array, key: jax.Array) -> jax.Array:
-        """y = R + d·(min_i Q̄_i(s', a') − α log π(a'|s')), a' ~ π(·|s'); [B], no gradient."""
-        mean, log_std = actor.apply(actor_params, batch.next_obs)
-        next_action, next_log_prob = sample_action(mean, log_std, key)
-        next_q = critic.apply(target_critic_params, batch.next_obs, next_action)
-        soft_value = jnp.min(next_q, axis=0) - alpha * next_log_prob
-        return jax.lax.stop_gradient(batch.reward + batch.discount * soft_value)
+            return head.mode(actor_params, obs)
+        return head.sample(actor_params, obs, key)
 
     def loss(params: LossParams, target_critic_params: Params, batch: Batch, key: jax.Array):
         """The three SAC losses at `params`, summed, with gradients routed by stop_gradient.
 
+        Target y = R + d·V̄(s') with V̄(s') = E_{a'~π}[min_i Q̄_i(s', a') − α log π(a'|s')]
+        (no gradient); critic loss on Q_i(s, a) at the stored action; actor loss
+        E_{a~π}[α log π(a|s) − min_i Q_i(s, a)] with the critics frozen; temperature loss
+        −log α · (log π + H̄) with log π frozen. The head takes the expectations: one
+        reparameterised sample for Box actions, exact sums for Discrete ones.
         The critic loss reaches only the critics, the actor loss only the actor, the
         temperature loss only log α, so one `jax.grad` of the sum gives each optimizer
         exactly the gradient of its own loss. Returns (sum, aux): aux holds each loss,
-        td_error [B], q [N, B] and log_prob [B] of the reparameterised actions.
+        td_error [B], q [N, B] and log_prob [B] (the log π term whose mean is minus the
+        policy's entropy).
         """
         target_key, policy_key = jax.random.split(key)
         alpha = jnp.exp(jax.lax.stop_gradient(params.log_alpha))
         frozen_actor = jax.lax.stop_gradient(params.actor_params)
-        target = critic_target(frozen_actor, target_critic_params, batch, alpha, target_key)
+        soft_value = head.soft_value(frozen_actor, target_critic_params, batch.next_obs,
+                                     alpha, target_key)
+        target = jax.lax.stop_gradient(batch.reward + batch.discount * soft_value)
 
-        q = critic.apply(params.critic_params, batch.obs, batch.action)  # [N, B]
+        q = head.q_taken(params.critic_params, batch.obs, batch.action)  # [N, B]
         error = q - target
         qf_loss = jnp.mean(batch.weights * jnp.sum(element_loss(config.critic_loss, error), 0))
         td_error = jax.lax.stop_gradient(jnp.mean(jnp.abs(error), axis=0))
 
-        mean, log_std = actor.apply(params.actor_params, batch.obs)
-        action, log_prob = sample_action(mean, log_std, policy_key)
         frozen_critic = jax.lax.stop_gradient(params.critic_params)
-        policy_q = jnp.min(critic.apply(frozen_critic, batch.obs, action), axis=0)
-        policy_loss = jnp.mean(alpha * log_prob - policy_q)
+        objective, log_prob = head.policy_objective(params.actor_params, frozen_critic,
+                                                    batch.obs, alpha, policy_key)
+        policy_loss = jnp.mean(objective)
 
         frozen_log_prob = jax.lax.stop_gradient(log_prob)
-        alpha_loss = -jnp.mean(params.log_alpha * (frozen_log_prob + target_entropy))
+        alpha_loss = -jnp.mean(params.log_alpha * (frozen_log_prob + entropy_target))
 
         aux = {"qf_loss": qf_loss, "policy_loss": policy_loss, "alpha_loss": alpha_loss,
                "td_error": td_error, "q": jax.lax.stop_gradient(q),
@@ -254,7 +286,7 @@ def stacked_learner(learner: Learner, config: SACConfig, layout: AgentLayout) ->
 
     init(key, hparams) -> LearnerState with leaves [M, ...] (hparams shared, unstacked).
     update(state, batch [M, B], key) -> (state, metrics [M], td_error [M, B]).
-    act(actor_params [M, ...], obs [E·N, obs_dim], key, deterministic) -> [E·N, act_dim]:
+    act(actor_params [M, ...], obs [E·N, obs_dim], key, deterministic) -> [E·N, *action shape]:
         each column acts with its agent's module.
     loss(params [M], target_critic_params [M], batch [M, B], keys [M]): per module.
     """

@@ -45,10 +45,10 @@ SWEEPABLE = ("actor_lr", "critic_lr", "alpha_lr", "tau", "initial_alpha", "gamma
 
 
 def _act_fn(program: Program, actor_params: Any, phase: Phase):
-    """Module actions [E, act_dim] in [-1, 1]: uniform random until learning starts."""
+    """Module actions [E, *action shape]: uniform random until learning starts."""
     if phase is Phase.LEARN:
         return lambda obs, key: program.learner.act(actor_params, obs, key)
-    return random_act_fn(program.act_dim)
+    return random_act_fn(program.actions)
 
 
 def training_step(program: Program, state: TrainState, phase: Phase):

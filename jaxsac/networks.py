@@ -1,11 +1,17 @@
-"""SAC networks (flax.linen) and the tanh-squashed Gaussian policy distribution.
+"""SAC networks (flax.linen) and the policy heads: the action distribution of each kind
+of action space, with the expectations the SAC losses take over it.
 
-Shapes: B is the batch size, |A| the action dimension, N the number of critics.
+    policy_head(actions, config)  # SquashedGaussianHead for a Box, CategoricalHead for Discrete
+
+Shapes: B is the batch size, |A| the action dimension (Box) or the number of actions
+(Discrete), N the number of critics.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -47,32 +53,50 @@ class MLP(nn.Module):
 
 
 class Actor(nn.Module):
-    """obs [..., obs_dim] -> (mean [..., |A|], log_std [..., |A|]), log_std clipped to [-5, 2]."""
+    """obs [..., obs_dim] -> (mean [..., |A|], log_std [..., |A|]), log_std clipped to
+    [log_std_min, log_std_max] (default [-5, 2])."""
 
     act_dim: int
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
+    log_std_min: float = LOG_STD_MIN
+    log_std_max: float = LOG_STD_MAX
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         out = MLP(self.hidden_sizes, 2 * self.act_dim, self.activation)(obs)
         mean, log_std = jnp.split(out, 2, axis=-1)
-        return mean, jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
+        return mean, jnp.clip(log_std, self.log_std_min, self.log_std_max)
+
+
+class CategoricalActor(nn.Module):
+    """obs [..., obs_dim] -> logits [..., |A|] of a categorical policy over |A| actions."""
+
+    num_actions: int
+    hidden_sizes: Sequence[int] = (256, 256)
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        return MLP(self.hidden_sizes, self.num_actions, self.activation)(obs)
 
 
 class QEnsemble(nn.Module):
     """N critics as one module: parameters carry a leading axis N, evaluated in one call.
 
-    `__call__(obs [B, obs_dim], action [B, |A|]) -> q [N, B]`. The vmapped parameters make
-    every layer one batched matmul over the N critics.
+    Continuous (num_actions=0): `__call__(obs [B, obs_dim], action [B, |A|]) -> q [N, B]`.
+    Discrete (num_actions=|A|): `__call__(obs [B, obs_dim]) -> q [N, B, |A|]`, the value
+    of every action. The vmapped parameters make every layer one batched matmul over
+    the N critics.
     """
 
     num_q: int = 2
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
+    num_actions: int = 0
 
     @nn.compact
-    def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
+    def __call__(self, obs: jax.Array, action: jax.Array | None = None) -> jax.Array:
         critics = nn.vmap(
             MLP,
             variable_axes={"params": 0},
@@ -80,7 +104,9 @@ class QEnsemble(nn.Module):
             in_axes=None,
             out_axes=0,
             axis_size=self.num_q,
-        )(self.hidden_sizes, 1, self.activation)
+        )(self.hidden_sizes, self.num_actions or 1, self.activation)
+        if self.num_actions:
+            return critics(obs)
         return critics(jnp.concatenate([obs, action], axis=-1))[..., 0]
 
 
@@ -111,3 +137,136 @@ def sample_action(
 def deterministic_action(mean: jax.Array) -> jax.Array:
     """The policy's mode in action space: tanh(mean), [..., |A|]."""
     return jnp.tanh(mean)
+
+
+def categorical_log_probs(logits: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(π [..., |A|], log π [..., |A|]) of a categorical policy's logits [..., |A|]."""
+    log_probs = jax.nn.log_softmax(logits, axis=-1)
+    return jnp.exp(log_probs), log_probs
+
+
+# --- policy heads ---------------------------------------------------------------------
+# A head holds a run's actor and critic networks and the operations the learner needs:
+#   init(key, obs_dim) -> (actor_params, critic_params)
+#   sample(actor_params, obs [B, obs_dim], key) -> actions [B, *action shape]
+#   mode(actor_params, obs) -> the deterministic actions [B, *action shape]
+#   q_taken(critic_params, obs, action [B, ...]) -> Q_i(s, a) [N, B]
+#   soft_value(actor_params, critic_params, obs, alpha, key)
+#       -> E_{a~π}[min_i Q_i(s, a) − α log π(a|s)] [B] (the target's soft state value)
+#   policy_objective(actor_params, critic_params, obs, alpha, key)
+#       -> (actor loss per sample [B], log π term [B]: its mean is minus the entropy)
+#   auto_target_entropy(scale) -> the target entropy of target_entropy="auto"
+
+
+def init_networks(head: Any, key: jax.Array, obs_dim: int, *critic_inputs: jax.Array
+                  ) -> tuple[Any, Any]:
+    """(actor_params, critic_params) of `head`'s networks: the actor from one observation
+    [1, obs_dim] of zeros, the critics from it and `critic_inputs` (a dummy action)."""
+    actor_key, critic_key = jax.random.split(key)
+    obs = jnp.zeros((1, obs_dim), jnp.float32)
+    return head.actor.init(actor_key, obs), head.critic.init(critic_key, obs, *critic_inputs)
+
+
+class SquashedGaussianHead(NamedTuple):
+    """Box actions: a tanh-squashed Gaussian; critics take (s, a). Expectations over
+    π are one reparameterised sample (the continuous SAC of Haarnoja et al.)."""
+
+    actor: Actor
+    critic: QEnsemble
+    act_dim: int
+
+    def init(self, key: jax.Array, obs_dim: int) -> tuple[Any, Any]:
+        return init_networks(self, key, obs_dim, jnp.zeros((1, self.act_dim), jnp.float32))
+
+    def sample(self, actor_params: Any, obs: jax.Array, key: jax.Array) -> jax.Array:
+        return sample_action(*self.actor.apply(actor_params, obs), key)[0]
+
+    def mode(self, actor_params: Any, obs: jax.Array) -> jax.Array:
+        return deterministic_action(self.actor.apply(actor_params, obs)[0])
+
+    def q_taken(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
+        return self.critic.apply(critic_params, obs, action)
+
+    def soft_value(self, actor_params: Any, critic_params: Any, obs: jax.Array,
+                   alpha: jax.Array, key: jax.Array) -> jax.Array:
+        mean, log_std = self.actor.apply(actor_params, obs)
+        action, log_prob = sample_action(mean, log_std, key)
+        q = self.critic.apply(critic_params, obs, action)
+        return jnp.min(q, axis=0) - alpha * log_prob
+
+    def policy_objective(self, actor_params: Any, critic_params: Any, obs: jax.Array,
+                         alpha: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        mean, log_std = self.actor.apply(actor_params, obs)
+        action, log_prob = sample_action(mean, log_std, key)
+        policy_q = jnp.min(self.critic.apply(critic_params, obs, action), axis=0)
+        return alpha * log_prob - policy_q, log_prob
+
+    def auto_target_entropy(self, scale: float | None) -> float:
+        """−|A| (`scale` is a discrete-only setting and is None here)."""
+        return -float(self.act_dim)
+
+
+class CategoricalHead(NamedTuple):
+    """Discrete actions: a categorical policy over |A| actions; critics give Q(s, ·).
+    Expectations over π are exact sums over the actions (Christodoulou 2019)."""
+
+    actor: CategoricalActor
+    critic: QEnsemble
+    num_actions: int
+
+    def init(self, key: jax.Array, obs_dim: int) -> tuple[Any, Any]:
+        return init_networks(self, key, obs_dim)
+
+    def sample(self, actor_params: Any, obs: jax.Array, key: jax.Array) -> jax.Array:
+        logits = self.actor.apply(actor_params, obs)
+        return jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
+
+    def mode(self, actor_params: Any, obs: jax.Array) -> jax.Array:
+        return jnp.argmax(self.actor.apply(actor_params, obs), axis=-1).astype(jnp.int32)
+
+    def q_taken(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
+        q = self.critic.apply(critic_params, obs)  # [N, B, |A|]
+        return jnp.take_along_axis(q, action[None, :, None], axis=-1)[..., 0]
+
+    def soft_value(self, actor_params: Any, critic_params: Any, obs: jax.Array,
+                   alpha: jax.Array, key: jax.Array) -> jax.Array:
+        del key  # exact expectation
+        probs, log_probs = categorical_log_probs(self.actor.apply(actor_params, obs))
+        min_q = jnp.min(self.critic.apply(critic_params, obs), axis=0)  # [B, |A|]
+        return jnp.sum(probs * (min_q - alpha * log_probs), axis=-1)
+
+    def policy_objective(self, actor_params: Any, critic_params: Any, obs: jax.Array,
+                         alpha: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        del key  # exact expectation
+        probs, log_probs = categorical_log_probs(self.actor.apply(actor_params, obs))
+        min_q = jnp.min(self.critic.apply(critic_params, obs), axis=0)
+        return (jnp.sum(probs * (alpha * log_probs - min_q), axis=-1),
+                jnp.sum(probs * log_probs, axis=-1))
+
+    def auto_target_entropy(self, scale: float | None) -> float:
+        """scale · log|A| (scale None: DISCRETE_TARGET_ENTROPY_SCALE)."""
+        scale = DISCRETE_TARGET_ENTROPY_SCALE if scale is None else scale
+        return float(scale) * math.log(self.num_actions)
+
+
+DISCRETE_TARGET_ENTROPY_SCALE = 0.5
+"""target_entropy="auto" for Discrete actions is this fraction of the largest entropy,
+log|A| (docs/semantics.md, "Discrete actions": the common 0.98 lets α grow without
+bound on two actions)."""
+
+PolicyHead = SquashedGaussianHead | CategoricalHead
+
+
+def policy_head(actions: Any, hidden_sizes: Sequence[int] = (256, 256),
+                activation: str = "relu", num_q: int = 2,
+                log_std_bounds: tuple[float, float] | None = None) -> PolicyHead:
+    """The head of an action adapter (`jaxsac.connectors.module_actions`): its `kind`
+    "continuous" gives a SquashedGaussianHead over `actions.dim` entries, "discrete" a
+    CategoricalHead over `actions.dim` actions."""
+    if actions.kind == "discrete":
+        return CategoricalHead(CategoricalActor(actions.dim, hidden_sizes, activation),
+                               QEnsemble(num_q, hidden_sizes, activation, actions.dim),
+                               actions.dim)
+    low, high = (LOG_STD_MIN, LOG_STD_MAX) if log_std_bounds is None else log_std_bounds
+    return SquashedGaussianHead(Actor(actions.dim, hidden_sizes, activation, low, high),
+                                QEnsemble(num_q, hidden_sizes, activation), actions.dim)

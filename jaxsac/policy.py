@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import gymnasium
 import numpy as np
 
 from jaxsac import checkpoint, connectors
@@ -23,8 +22,10 @@ from jaxsac.program import deterministic_policy
 class Policy:
     """The deterministic policy of a checkpoint: obs -> env action (numpy).
 
-    obs: one observation [*obs_shape] or a batch [B, *obs_shape]. Returns the action
-    tanh(μ) rescaled to the env's action Box: [*act_shape] or [B, *act_shape].
+    obs: one observation [*obs_shape] or a batch [B, *obs_shape]. Returns the mode of
+    the policy as env actions: tanh(μ) rescaled to the env's action Box, [*act_shape]
+    or [B, *act_shape], or for a Discrete action space the argmax as an integer [] or
+    [B] (int64, offset by the space's `start`).
     Attributes: config, step, actor_params, obs_stats (observation statistics).
     """
 
@@ -33,12 +34,8 @@ class Policy:
         self.config, self.step = config, step
         self.actor_params, self.obs_stats = actor_params, obs_stats
         self.obs_shape = tuple(meta["obs_shape"])
-        act_space = gymnasium.spaces.Box(np.asarray(meta["act_low"], np.float32),
-                                         np.asarray(meta["act_high"], np.float32),
-                                         dtype=np.float32)
-        self._to_env = connectors.module_to_env(act_space)
-        self._act_shape = tuple(meta["act_shape"])
-        self._act = deterministic_policy(config, meta["obs_dim"], meta["act_dim"])
+        self.actions = connectors.actions_from_metadata(meta)
+        self._act = deterministic_policy(config, meta["obs_dim"], self.actions)
 
     def __call__(self, obs: Any) -> np.ndarray:
         obs = np.asarray(obs, np.float32)
@@ -48,7 +45,9 @@ class Policy:
                              f"or (B, {', '.join(map(str, self.obs_shape))})")
         batch = connectors.flatten_obs(obs[None] if single else obs)
         action = np.asarray(self._act(self.actor_params, self.obs_stats, batch))
-        env_action = self._to_env(action).reshape((-1, *self._act_shape))
+        if self.actions.kind == "discrete":
+            action = action.astype(np.int64)  # what gymnasium's Discrete spaces sample
+        env_action = self.actions.to_env(action)
         return env_action[0] if single else env_action
 
     def __repr__(self) -> str:

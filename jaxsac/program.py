@@ -56,6 +56,8 @@ class Program(NamedTuple):
     config: the config one module trains with (`agents.module_config` of a multi-agent
         config; the config itself otherwise).
     env: the JAX env (None for a gymnasium run); runner: its JaxRunner (None likewise).
+    actions: the action adapter of the env's action space (module actions, their
+        storage and the policy head the learner uses follow from it).
     agents: the AgentLayout of a multi-agent env, else None.
     placement: where the state lives on a device mesh; None on one device.
     on_period: a host function called with each log period's metrics row from inside
@@ -69,7 +71,7 @@ class Program(NamedTuple):
     runner: JaxRunner | None
     env_to_module: connectors.EnvToModule
     obs_dim: int
-    act_dim: int
+    actions: connectors.ModuleActions
     agents: AgentLayout | None = None
     placement: sharding.Placement | None = None
     on_period: Callable[[dict[str, Any]], Any] | None = None
@@ -127,13 +129,11 @@ def build_program(config: SACConfig, gamma: Any = None,
     if envs.is_multi_agent(config.env_id):
         return _multi_agent_program(config, gamma)
     env = envs.make(config.env_id, backend="jax")
-    obs_dim = connectors.flat_obs_dim(env.observation_space)
-    act_dim = connectors.flat_action_dim(env.action_space)
-    return Program(config, env, make_learner(config, obs_dim, act_dim),
-                   make_buffer(config, config.gamma if gamma is None else gamma),
-                   make_jax_runner(env, config.num_envs, normalize_obs=config.normalize_obs),
-                   connectors.EnvToModule(normalize=config.normalize_obs), obs_dim, act_dim,
-                   placement=placement)
+    runner = make_jax_runner(env, config.num_envs, normalize_obs=config.normalize_obs)
+    return Program(config, env, make_learner(config, runner.obs_dim, runner.actions),
+                   make_buffer(config, config.gamma if gamma is None else gamma), runner,
+                   connectors.EnvToModule(normalize=config.normalize_obs), runner.obs_dim,
+                   runner.actions, placement=placement)
 
 
 def _multi_agent_program(config: SACConfig, gamma: Any) -> Program:
@@ -142,24 +142,26 @@ def _multi_agent_program(config: SACConfig, gamma: Any) -> Program:
     per_module = agents.module_config(config)
     env = envs.make(config.env_id, backend="jax", num_agents=config.num_agents)
     layout = AgentLayout.from_config(config)
-    obs_dim = connectors.flat_obs_dim(env.observation_space)
-    act_dim = connectors.flat_action_dim(env.action_space)
-    learner = stacked_learner(make_learner(per_module, obs_dim, act_dim), per_module, layout)
-    buffer = replay.stacked_buffer(
-        make_buffer(per_module, per_module.gamma if gamma is None else gamma), layout)
     runner = make_jax_runner(env.agent_env, config.num_envs * config.num_agents,
                              normalize_obs=config.normalize_obs)
+    learner = stacked_learner(make_learner(per_module, runner.obs_dim, runner.actions),
+                              per_module, layout)
+    buffer = replay.stacked_buffer(
+        make_buffer(per_module, per_module.gamma if gamma is None else gamma), layout)
     return Program(per_module, env, learner, buffer, runner,
-                   connectors.EnvToModule(normalize=config.normalize_obs), obs_dim, act_dim,
-                   agents=layout)
+                   connectors.EnvToModule(normalize=config.normalize_obs), runner.obs_dim,
+                   runner.actions, agents=layout)
 
 
-def host_program(config: SACConfig, obs_dim: int, act_dim: int) -> Program:
+def host_program(config: SACConfig, obs_dim: int,
+                 actions: connectors.ModuleActions | int) -> Program:
     """The learner and buffer of a run whose envs live on the host (no JAX env or
-    runner): the gymnasium loop, and checkpoint templates of such runs."""
-    return Program(config, None, make_learner(config, obs_dim, act_dim),
+    runner): the gymnasium loop, and checkpoint templates of such runs. `actions`: the
+    action adapter (an int d: the Box [-1, 1]^d)."""
+    actions = connectors.module_actions(actions, "host_program")
+    return Program(config, None, make_learner(config, obs_dim, actions),
                    make_buffer(config, config.gamma), None,
-                   connectors.EnvToModule(normalize=config.normalize_obs), obs_dim, act_dim)
+                   connectors.EnvToModule(normalize=config.normalize_obs), obs_dim, actions)
 
 
 def make_buffer(config: SACConfig, gamma: Any) -> ReplayBuffer:
@@ -181,11 +183,12 @@ def make_buffer(config: SACConfig, gamma: Any) -> ReplayBuffer:
     return replay.sharded_buffer(shard, shards, beta if config.prioritized else None)
 
 
-def example_step(obs_dim: int, act_dim: int) -> Step:
-    """One unbatched Step of zeros: the shapes `buffer.init` allocates for."""
+def example_step(obs_dim: int, actions: connectors.ModuleActions) -> Step:
+    """One unbatched Step of zeros: the shapes `buffer.init` allocates for (the module
+    action's shape and dtype: [|A|] float32 for a Box, [] int32 for Discrete)."""
     zero_obs = jnp.zeros((obs_dim,), jnp.float32)
     no = jnp.zeros((), bool)
-    return Step(zero_obs, jnp.zeros((act_dim,), jnp.float32), jnp.zeros((), jnp.float32),
+    return Step(zero_obs, jnp.zeros(actions.shape, actions.dtype), jnp.zeros((), jnp.float32),
                 no, no, zero_obs)
 
 
@@ -231,7 +234,7 @@ def init_state(program: Program, key: jax.Array, hparams: Hyperparams | None = N
               else program.runner.init(runner_key))
     return place(program, TrainState(
         learner=program.learner.init(learner_key, hparams),
-        buffer=program.buffer.init(example_step(program.obs_dim, program.act_dim)),
+        buffer=program.buffer.init(example_step(program.obs_dim, program.actions)),
         runner=runner,
         key=run_key,
         iteration=jnp.zeros((), jnp.int32),
@@ -241,18 +244,21 @@ def init_state(program: Program, key: jax.Array, hparams: Hyperparams | None = N
 
 def act(program: Program, actor_params: Any, obs_stats: Any, obs: jax.Array, key: jax.Array,
         deterministic: bool = False) -> jax.Array:
-    """The policy: module actions [B, act_dim] in [-1, 1] for raw flattened observations
+    """The policy: module actions [B, *action shape] for raw flattened observations
     obs [B, obs_dim] (the env-to-module connector applied with `obs_stats`), sampled, or
-    tanh(μ) when `deterministic`. For stacked modules B is E·N agent columns."""
+    the mode when `deterministic` (tanh(μ) in [-1, 1] for a Box, argmax for Discrete).
+    For stacked modules B is E·N agent columns."""
     module_obs = program.env_to_module.apply(obs_stats, obs)
     return program.learner.act(actor_params, module_obs, key, deterministic)
 
 
 @functools.lru_cache(maxsize=16)
-def deterministic_policy(config: SACConfig, obs_dim: int, act_dim: int) -> Callable:
-    """Jitted (actor_params, obs_stats, raw obs [B, obs_dim]) -> tanh(μ) [B, act_dim] of
-    one module of `config` (what evaluation on the host and `load_policy` act with)."""
-    program = host_program(config, obs_dim, act_dim)
+def deterministic_policy(config: SACConfig, obs_dim: int,
+                         actions: connectors.ModuleActions) -> Callable:
+    """Jitted (actor_params, obs_stats, raw obs [B, obs_dim]) -> the mode [B, *action
+    shape] of one module of `config` (what evaluation on the host and `load_policy` act
+    with)."""
+    program = host_program(config, obs_dim, actions)
     key = jax.random.key(0)  # unused by the deterministic action
     return jax.jit(lambda params, stats, obs: act(program, params, stats, obs, key,
                                                   deterministic=True))

@@ -16,7 +16,8 @@ class Step(NamedTuple):
     """Exactly what one environment step gave.
 
     obs: [obs_dim] float32, the observation the action was chosen from.
-    action: [act_dim] float32 in [-1, 1] (the module's action, before env rescaling).
+    action: the module's action: [act_dim] float32 in [-1, 1] for a Box (before env
+        rescaling), [] int32 for a Discrete space (jaxsac.connectors.module_actions).
     reward: [] float32.
     terminated: [] bool, the episode reached a terminal state.
     truncated: [] bool, the episode was cut short (time limit, env failure).
@@ -43,7 +44,7 @@ class Batch(NamedTuple):
     """A batch of (n-step) transitions for one gradient step, leading axis batch_size (B).
 
     obs: [B, obs_dim] float32.
-    action: [B, act_dim] float32 in [-1, 1].
+    action: [B, act_dim] float32 in [-1, 1] (Box) or [B] int32 (Discrete).
     reward: [B] float32, the n-step discounted sum  sum_{i<k} gamma^i r_{t+i}.
     next_obs: [B, obs_dim] float32, the observation k steps later.
     discount: [B] float32, gamma^k, or 0 when the episode terminated within the k steps.

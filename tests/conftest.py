@@ -15,8 +15,9 @@ import pytest
 CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
 CACHE_KEY = pytest.StashKey[str]()
 CI_LEARNING_STEPS = 6_000
-"""Env steps of the learning tests sized for CI (2 CPU cores): RLlib's bars say "within
-N env steps" and these runs stop earlier and ask for the bar there."""
+"""Env steps of the learning tests sized for CI (2 CPU cores), unless a test gives its
+own: RLlib's bars say "within N env steps" and these runs stop earlier and ask for the
+bar there."""
 LONGEST_TEST = "test_tuned_pendulum_five_seeds_vmapped_reach_the_bar"
 
 
@@ -28,11 +29,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.fixture
-def learning_steps(request: pytest.FixtureRequest) -> Callable[[int], int]:
-    """`learning_steps(budget)`: the env steps a learning test trains, the reference's
-    whole `budget` with --full-learning, else CI_LEARNING_STEPS."""
+def learning_steps(request: pytest.FixtureRequest) -> Callable[..., int]:
+    """`learning_steps(budget, ci=CI_LEARNING_STEPS)`: the env steps a learning test
+    trains, the reference's whole `budget` with --full-learning, else `ci`."""
     full = request.config.getoption("--full-learning")
-    return lambda budget: budget if full else CI_LEARNING_STEPS
+    return lambda budget, ci=CI_LEARNING_STEPS: budget if full else ci
 
 
 def pytest_configure(config: pytest.Config) -> None:

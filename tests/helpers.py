@@ -22,3 +22,23 @@ def leaves_equal(a, b) -> bool:
     if jax.tree.structure(a) != jax.tree.structure(b):
         return False
     return all(same(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
+
+
+def assert_gradients_routed(learner, params, target_critic_params, batch, key) -> None:
+    """The critic loss's gradient reaches only the critics, the actor loss's only the
+    actor, the temperature loss's only log α (`params`: the learner's LossParams)."""
+    def grad_of(name):
+        return jax.grad(lambda p: learner.loss(p, target_critic_params, batch, key)[1][name])(
+            params)
+
+    def is_zero(tree):
+        return all(bool(np.all(np.asarray(x) == 0)) for x in jax.tree.leaves(tree))
+
+    critic_grads, actor_grads, alpha_grads = (grad_of(n) for n in
+                                              ("qf_loss", "policy_loss", "alpha_loss"))
+    assert is_zero(critic_grads.actor_params) and is_zero(critic_grads.log_alpha)
+    assert not is_zero(critic_grads.critic_params)
+    assert is_zero(actor_grads.critic_params) and is_zero(actor_grads.log_alpha)
+    assert not is_zero(actor_grads.actor_params)
+    assert is_zero(alpha_grads.actor_params) and is_zero(alpha_grads.critic_params)
+    assert not is_zero(alpha_grads.log_alpha)

@@ -80,3 +80,59 @@ def sac_losses(actor_params, critic_params, target_params, log_alpha, batch, nex
     alpha_loss = -np.mean(float(log_alpha) * (log_prob + target_entropy))
     return {"target": target, "qf_loss": qf_loss, "td_error": td_error,
             "policy_loss": policy_loss, "alpha_loss": alpha_loss, "log_prob": log_prob, "q": q}
+
+
+# --- discrete actions (SAC-Discrete: exact expectations over the actions) -------------
+
+
+def categorical_actor(params: dict, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(π [B, |A|], log π [B, |A|]): softmax of the actor's logits, log-softmax computed
+    after subtracting the largest logit."""
+    logits = mlp(_dense_layers(params["params"]["MLP_0"]), obs)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return np.exp(log_probs), log_probs
+
+
+def discrete_critics(params: dict, obs: np.ndarray) -> np.ndarray:
+    """Q(s, ·) [N, B, |A|] from the stacked critic parameters (leading axis N)."""
+    layers = _dense_layers(params["params"]["VmapMLP_0"])
+    num_q = np.asarray(layers[0]["kernel"]).shape[0]
+    return np.stack([
+        mlp([{"kernel": np.asarray(lyr["kernel"])[i], "bias": np.asarray(lyr["bias"])[i]}
+             for lyr in layers], obs)
+        for i in range(num_q)])
+
+
+def element_loss(error: np.ndarray, critic_loss: str) -> np.ndarray:
+    """ℓ(x): x²/2 ("mse") or Huber with δ = 1 ("huber")."""
+    if critic_loss == "huber":
+        return np.where(np.abs(error) <= 1.0, 0.5 * error**2, np.abs(error) - 0.5)
+    return 0.5 * error**2
+
+
+def discrete_sac_losses(actor_params, critic_params, target_params, log_alpha, batch,
+                        target_entropy, critic_loss="mse"):
+    """SAC-Discrete's critic target, three losses, TD error and Σ_a π log π [B] (the
+    "log_prob" term, minus the entropy), every expectation an exact sum over actions."""
+    f64 = {k: np.asarray(v, np.float64) for k, v in batch._asdict().items()}
+    rows, action = np.arange(len(f64["reward"])), np.asarray(batch.action)
+    alpha = np.exp(float(log_alpha))
+    next_probs, next_log_probs = categorical_actor(actor_params, f64["next_obs"])
+    next_q = discrete_critics(target_params, f64["next_obs"]).min(axis=0)
+    soft_value = np.sum(next_probs * (next_q - alpha * next_log_probs), axis=-1)
+    target = f64["reward"] + f64["discount"] * soft_value
+
+    all_q = discrete_critics(critic_params, f64["obs"])  # [N, B, |A|]
+    q = all_q[:, rows, action]
+    err = q - target
+    qf_loss = np.mean(f64["weights"] * element_loss(err, critic_loss).sum(axis=0))
+    td_error = np.abs(err).mean(axis=0)
+
+    probs, log_probs = categorical_actor(actor_params, f64["obs"])
+    policy_loss = np.mean(np.sum(probs * (alpha * log_probs - all_q.min(axis=0)), axis=-1))
+    log_prob = np.sum(probs * log_probs, axis=-1)
+    alpha_loss = -np.mean(float(log_alpha) * (log_prob + target_entropy))
+    return {"target": target, "qf_loss": qf_loss, "td_error": td_error, "error": err,
+            "policy_loss": policy_loss, "alpha_loss": alpha_loss, "log_prob": log_prob,
+            "entropy": -np.mean(log_prob), "q": q}

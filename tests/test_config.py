@@ -98,8 +98,21 @@ def test_frozen():
         SACConfig().gamma = 0.5  # type: ignore[misc]
 
 
-def test_n_step_range_and_target_entropy():
+def test_n_step_range():
     assert SACConfig(n_step=3).n_step_range == (3, 3)
     assert SACConfig(n_step=(2, 4)).n_step_range == (2, 4)
-    assert SACConfig().resolved_target_entropy(6) == -6.0
-    assert SACConfig(target_entropy=-1.5).resolved_target_entropy(6) == -1.5
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"target_entropy_scale": 1.0}, r"target_entropy_scale=1.0 is invalid: must be None or "
+                                    r"a number in \(0, 1\)"),
+    ({"target_entropy_scale": 0.0}, r"target_entropy_scale=0.0 is invalid"),
+    ({"target_entropy_scale": 0.5, "target_entropy": -1.0},
+     r"target_entropy_scale=0.5 is invalid: must be None with an explicit target_entropy"),
+    ({"log_std_bounds": (2.0, -5.0)}, r"log_std_bounds=\(2.0, -5.0\) is invalid: must be "
+                                      r"None or a pair \(min, max\)"),
+    ({"log_std_bounds": (-5.0,)}, r"log_std_bounds=\(-5.0,\) is invalid"),
+])
+def test_action_kind_settings_are_validated(changes, message):
+    with pytest.raises(ValueError, match=message):
+        SACConfig(**changes)

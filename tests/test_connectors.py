@@ -32,7 +32,7 @@ def test_rescale_action_formula_and_clipping():
 
 def test_module_to_env_reshapes_to_the_box():
     space = gymnasium.spaces.Box(low=np.float32([[0, 0], [-1, -4]]), high=np.float32(4.0))
-    to_env = connectors.module_to_env(space)
+    to_env = connectors.module_actions(space).to_env
     action = np.float32([[1.0, -1.0, 0.0, 2.0]] * 3)  # [E=3, act_dim=4]
     env_action = to_env(action)
     assert env_action.shape == (3, 2, 2) and env_action.dtype == np.float32
@@ -99,8 +99,51 @@ def test_learner_connector_normalizes_obs_and_next_obs_only():
 
 @pytest.mark.parametrize("act_dim", [1, 3])
 def test_random_module_action_is_uniform_in_unit_box(act_dim):
-    actions = connectors.random_module_action(jax.random.key(0), 4096, act_dim)
+    actions = connectors.module_actions(act_dim).random(jax.random.key(0), 4096)
     assert actions.shape == (4096, act_dim)
     assert float(actions.min()) >= -1.0 and float(actions.max()) <= 1.0
     np.testing.assert_allclose(actions.mean(0), 0.0, atol=0.05)
     np.testing.assert_allclose(actions.var(0), 1 / 3, atol=0.03)
+
+
+def test_random_discrete_actions_are_uniform_indices():
+    actions = connectors.DiscreteActions(5).random(jax.random.key(0), 20_000)
+    assert actions.shape == (20_000,) and actions.dtype == jnp.int32
+    counts = np.bincount(np.asarray(actions), minlength=5)
+    assert counts.shape == (5,)
+    np.testing.assert_allclose(counts / 20_000, 0.2, atol=0.015)
+
+
+def test_discrete_actions_map_indices_to_the_space_and_back():
+    space = gymnasium.spaces.Discrete(4, start=-2)
+    actions = connectors.module_actions(space)
+    assert (actions.kind, actions.dim, actions.shape, actions.columns) == ("discrete", 4, (), 1)
+    assert actions.space == space
+    index = np.int32([0, 1, 2, 3])
+    env_action = actions.to_env(index)
+    assert all(space.contains(np.int64(a)) for a in env_action)
+    np.testing.assert_array_equal(env_action, [-2, -1, 0, 1])
+    np.testing.assert_array_equal(jax.jit(actions.to_env)(jnp.asarray(index)), env_action)
+    columns = index[:, None].astype(np.float32)  # how the host runner packs them
+    restored = actions.from_columns(columns)
+    assert restored.dtype == np.int32
+    np.testing.assert_array_equal(restored, index)
+    assert connectors.actions_from_metadata(actions.metadata()) == actions
+
+
+def test_box_actions_round_trip_through_metadata():
+    space = gymnasium.spaces.Box(low=np.float32([[0, 0], [-1, -4]]), high=np.float32(4.0))
+    actions = connectors.module_actions(space)
+    assert (actions.kind, actions.dim, actions.shape) == ("continuous", 4, (4,))
+    assert actions.space == space
+    assert connectors.actions_from_metadata(actions.metadata()) == actions
+
+
+@pytest.mark.parametrize("space", [gymnasium.spaces.MultiDiscrete([2, 3]),
+                                   gymnasium.spaces.MultiBinary(2),
+                                   gymnasium.spaces.Tuple((gymnasium.spaces.Discrete(2),))])
+def test_other_action_spaces_are_rejected_with_what_is_supported(space):
+    with pytest.raises(ValueError, match=rf"env 'X': action_space=.* is not supported "
+                                         rf"\({type(space).__name__} actions\); supported "
+                                         r"action spaces: Box .* and Discrete"):
+        connectors.module_actions(space, "env 'X'")

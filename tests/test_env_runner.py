@@ -153,7 +153,7 @@ def _batch_of(obs):
 def _run_gym(runner, num_calls, seed=0):
     rng = np.random.default_rng(seed)
     first_obs = np.asarray(runner.raw_obs)
-    actions = rng.uniform(-1, 1, (num_calls, runner.num_envs, runner.act_dim))
+    actions = rng.uniform(-1, 1, (num_calls, runner.num_envs, runner.actions.dim))
     rows = [runner.unpack(runner.step_packed(a)) for a in actions.astype(np.float32)]
     return first_obs, _stack(rows)
 
@@ -296,19 +296,43 @@ BOX_ACT = gymnasium.spaces.Box(-1, 1, (2,), np.float32)
 
 
 @pytest.mark.parametrize("action_space, reason", [
-    (gymnasium.spaces.Discrete(3), r"action_space=Discrete\(3\) is not supported \(Discrete "),
-    (gymnasium.spaces.MultiDiscrete([2, 3]), r"\(MultiDiscrete actions"),
+    (gymnasium.spaces.MultiDiscrete([2, 3]), r"action_space=MultiDiscrete\(\[2 3\]\) is not "
+                                             r"supported \(MultiDiscrete actions"),
+    (gymnasium.spaces.MultiBinary(3), r"\(MultiBinary actions"),
     (gymnasium.spaces.Box(-np.inf, np.inf, (2,)), r"\(unbounded Box"),
 ])
 def test_unsupported_action_spaces(action_space, reason):
-    with pytest.raises(ValueError, match=reason + r".*supported: a Box action space with "
-                                                  r"finite low and high"):
+    with pytest.raises(ValueError, match=reason + r".*supported action spaces: Box with "
+                                                  r"finite low and high .* and Discrete"):
         _spaces_runner(BOX_OBS, action_space)
 
 
-def test_discrete_cartpole_is_rejected():
-    with pytest.raises(ValueError, match=r"env 'CartPole-v1': action_space=Discrete\(2\)"):
-        GymRunner("CartPole-v1", num_envs=1)
+def test_discrete_actions_reach_the_env_as_integers_and_come_back_as_indices():
+    """Discrete(3, start=-1): module indices {0, 1, 2} are the env's actions {-1, 0, 1};
+    the packed rows give back the int32 index the module chose."""
+    space = gymnasium.spaces.Discrete(3, start=-1)
+    with _spaces_runner(BOX_OBS, space) as runner:
+        assert runner.actions == connectors.DiscreteActions(3, start=-1)
+        assert runner.packed_width == 2 * 3 + 1 + 6
+        for indices in ([0, 2], [1, 0], [2, 1]):
+            step, _ = runner.unpack(runner.step_packed(np.int32(indices)))
+            assert step.action.dtype == np.int32
+            np.testing.assert_array_equal(step.action, indices)
+        with pytest.raises(ValueError, match=r"actions of shape \(2, 1\); expected"):
+            runner.step_packed(np.zeros((2, 1), np.int32))
+
+
+def test_gymnasium_cartpole_steps_with_integer_actions():
+    """The gymnasium runner and gymnasium's own CartPole agree step for step."""
+    with GymRunner("CartPole-v1", num_envs=1, seed=3) as runner:
+        env = gymnasium.make("CartPole-v1")
+        obs, _ = env.reset(seed=3)
+        np.testing.assert_array_equal(runner.raw_obs[0], obs)
+        for action in [0, 1, 1, 0, 1, 0, 0]:
+            step, _ = runner.unpack(runner.step_packed(np.int32([action])))
+            obs, reward, terminated, truncated, _ = env.step(action)
+            np.testing.assert_array_equal(step.next_obs[0], obs)
+            assert (step.reward[0], step.terminated[0]) == (reward, terminated)
 
 
 @pytest.mark.parametrize("observation_space", [
@@ -327,12 +351,13 @@ def test_structured_obs_need_a_flattening_connector(observation_space):
 
 
 def test_jax_runner_rejects_unsupported_spaces():
-    class DiscreteActionEnv:
+    class MultiDiscreteActionEnv:
         observation_space = BOX_OBS
-        action_space = gymnasium.spaces.Discrete(2)
+        action_space = gymnasium.spaces.MultiDiscrete([2, 2])
 
-    with pytest.raises(ValueError, match=r"action_space=Discrete\(2\) is not supported"):
-        make_jax_runner(DiscreteActionEnv(), num_envs=1)
+    with pytest.raises(ValueError, match=r"action_space=MultiDiscrete\(\[2 2\]\) is not "
+                                         r"supported .*supported action spaces"):
+        make_jax_runner(MultiDiscreteActionEnv(), num_envs=1)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -357,7 +382,7 @@ def test_action_shape_is_checked():
 
 def test_rescaling_matches_the_module_to_env_connector():
     runner = GymRunner("MountainCarContinuous-v0", num_envs=1)
-    to_env = connectors.module_to_env(runner.action_space)
+    to_env = connectors.module_actions(runner.action_space).to_env
     np.testing.assert_array_equal(to_env(np.float32([[-1.0], [1.0], [3.0]]))[:, 0],
                                   [-1.0, 1.0, 1.0])
     runner.close()

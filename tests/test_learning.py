@@ -50,3 +50,51 @@ def test_inverted_pendulum_learns_beyond_random(learning_steps):
     random_return = result.metrics["episode_return_mean"][0]
     assert random_return < 20, result.metrics["episode_return_mean"]
     assert result.metrics["eval_return"][-1] >= 50.0, result.metrics["eval_return"]
+
+
+CARTPOLE_BAR = 475.0  # the issue's bar for every seed's deterministic evaluation
+CARTPOLE_STEPS = 50_000  # within this budget
+CARTPOLE_CI_STEPS = 35_000
+"""Measured (docs/BENCHMARKS.md): every one of 5 seeds, for two sets of seeds, evaluates
+500 from 30,000 env steps on."""
+
+
+def cartpole(learning_steps, **overrides) -> jaxsac.SACConfig:
+    config = jaxsac.tuned("CartPole-v1", **overrides)
+    assert config.total_env_steps == CARTPOLE_STEPS
+    return config.replace(total_env_steps=learning_steps(CARTPOLE_STEPS, ci=CARTPOLE_CI_STEPS))
+
+
+def test_tuned_cartpole_five_seeds_vmapped_reach_the_bar(learning_steps):
+    """Discrete SAC with the default target_entropy="auto" (0.5 log 2): every seed's
+    10 deterministic episodes average >= 475, and α stays bounded (it falls below its
+    initial value as the entropy holds at the target)."""
+    config = cartpole(learning_steps)
+    assert config.target_entropy == "auto" and config.target_entropy_scale is None
+    train_fn = jax.jit(jax.vmap(jaxsac.make_train(config)))
+    _, metrics = train_fn(jax.random.split(jax.random.key(0), 5))
+    final = np.asarray(metrics["eval_return"])[:, -1]
+    assert np.all(final >= CARTPOLE_BAR), final
+    alpha = np.asarray(metrics["alpha"])
+    assert np.all(alpha[:, -1] < config.initial_alpha), alpha
+
+
+def test_tuned_cartpole_on_the_gymnasium_backend_reaches_the_bar(learning_steps):
+    result = jaxsac.train(cartpole(learning_steps, backend="gymnasium"), progress=False)
+    assert result.metrics["eval_return"][-1] >= CARTPOLE_BAR, result.metrics["eval_return"]
+
+
+ACROBOT_BAR = -100.0  # the issue's bar for every seed's deterministic evaluation
+ACROBOT_STEPS = 50_000
+"""The tuned Acrobot-v1's budget; CI trains it whole (measured, docs/BENCHMARKS.md: the
+seeds first pass -100 between 15,000 and 35,000 env steps)."""
+
+
+def test_tuned_acrobot_five_seeds_vmapped_reach_the_bar(learning_steps):
+    config = jaxsac.tuned("Acrobot-v1")
+    assert config.total_env_steps == ACROBOT_STEPS
+    config = config.replace(total_env_steps=learning_steps(ACROBOT_STEPS, ci=ACROBOT_STEPS))
+    train_fn = jax.jit(jax.vmap(jaxsac.make_train(config)))
+    _, metrics = train_fn(jax.random.split(jax.random.key(0), 5))
+    final = np.asarray(metrics["eval_return"])[:, -1]  # 10 deterministic episodes per seed
+    assert np.all(final >= ACROBOT_BAR), final

@@ -248,7 +248,7 @@ def test_evaluation_runs_each_agent_with_its_module():
     single_learner = jaxsac.make_learner(config, 3, 1)
     env = envs.make("Pendulum-v1")
     act = jax.jit(lambda p, o: single_learner.act(p, o[None], key, deterministic=True)[0])
-    to_env = jax.jit(connectors.module_to_env(env.action_space))
+    to_env = jax.jit(connectors.module_actions(env.action_space).to_env)
     env_step = jax.jit(env.step)
     step_keys = jax.random.split(jax.random.fold_in(key, 1), 200)
     for k, episode_key in enumerate(jax.random.split(key, num_episodes)):
@@ -312,7 +312,7 @@ def test_train_logs_per_agent_columns_and_checkpoints_every_module(tmp_path):
     single_learner = jaxsac.make_learner(config, 3, 1)
     for m in range(2):
         policy = jaxsac.load_policy(config.checkpoint_dir, module_id=m)
-        expected = connectors.module_to_env(envs.make("Pendulum-v1").action_space)(
+        expected = connectors.module_actions(envs.make("Pendulum-v1").action_space).to_env(
             single_learner.act(module(state.learner.actor_params, m), obs, jax.random.key(0),
                                deterministic=True))
         np.testing.assert_allclose(policy(obs), expected, rtol=1e-6)

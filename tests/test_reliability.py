@@ -69,7 +69,7 @@ def test_failed_env_steps_are_never_stored_as_transitions(tmp_path):
         assert flags[previous] & TRUNCATED  # the episode ends at its last real step
         np.testing.assert_array_equal(obs[row], log[obs[previous].tobytes()][2])
 
-    to_env = jaxsac.connectors.module_to_env(FaultyEnv.action_space)
+    to_env = jaxsac.connectors.module_actions(FaultyEnv.action_space).to_env
     for row in np.nonzero((flags & NOT_A_START) == 0)[0]:
         action, reward, next_obs = log[obs[row].tobytes()]  # KeyError: invented data
         np.testing.assert_allclose(to_env(buffer.action[row]), action, rtol=1e-6)

@@ -59,7 +59,7 @@ def jax_env_steps_per_second(num_envs: int, scan_length: int, repeats: int) -> f
 
 def jax_runner_steps_per_second(num_envs: int, scan_length: int, repeats: int) -> float:
     runner = make_jax_runner(envs.make(ENV_ID, backend="jax"), num_envs)
-    act = random_act_fn(runner.act_dim)
+    act = random_act_fn(runner.actions)
 
     @jax.jit
     def rollout(rstate, key):

@@ -1,5 +1,6 @@
-"""Environments: JAX-native ones (Pendulum-v1, MountainCarContinuous-v0, the multi-agent
-MultiAgentPendulum-v1) and gymnasium.
+"""Environments: JAX-native ones (Pendulum-v1 and MountainCarContinuous-v0 with Box
+actions, CartPole-v1 and Acrobot-v1 with Discrete actions, the multi-agent
+MultiAgentPendulum-v1 and MultiAgentCartPole-v1) and gymnasium.
 
     env = jaxsac.envs.make("Pendulum-v1", backend="jax")       # a JaxEnv (pure, vmappable)
     factory = jaxsac.envs.make("HalfCheetah-v5", backend="gymnasium")   # a GymEnvFactory
@@ -18,6 +19,8 @@ from typing import Any
 
 from jaxsac import checks
 from jaxsac.config import BACKENDS
+from jaxsac.envs.acrobot import Acrobot, AcrobotState
+from jaxsac.envs.cartpole import CartPole, CartPoleState
 from jaxsac.envs.core import AutoReset, AutoResetState, JaxEnv, TimeLimit, TimeLimitState
 from jaxsac.envs.gym_adapter import (
     CheckData,
@@ -25,11 +28,16 @@ from jaxsac.envs.gym_adapter import (
     EnvFailureError,
     GymEnvFactory,
     RestartOnFailure,
-    check_spaces,
+    check_observation_space,
     gym_env_factory,
 )
 from jaxsac.envs.mountain_car import MountainCarContinuous, MountainCarState
-from jaxsac.envs.multi_agent import IndependentAgents, MultiAgentJaxEnv, MultiAgentPendulum
+from jaxsac.envs.multi_agent import (
+    IndependentAgents,
+    MultiAgentCartPole,
+    MultiAgentJaxEnv,
+    MultiAgentPendulum,
+)
 from jaxsac.envs.pendulum import Pendulum, PendulumState
 
 # env id -> (constructor taking the env's own kwargs, max_episode_steps as registered
@@ -37,10 +45,13 @@ from jaxsac.envs.pendulum import Pendulum, PendulumState
 JAX_ENVS: dict[str, tuple[Callable[..., JaxEnv], int]] = {
     "Pendulum-v1": (Pendulum, 200),
     "MountainCarContinuous-v0": (MountainCarContinuous, 999),
+    "CartPole-v1": (CartPole, 500),
+    "Acrobot-v1": (Acrobot, 500),
 }
 # multi-agent env id -> constructor taking num_agents and the env's own kwargs.
 MULTI_AGENT_ENVS: dict[str, Callable[..., MultiAgentJaxEnv]] = {
     "MultiAgentPendulum-v1": MultiAgentPendulum,
+    "MultiAgentCartPole-v1": MultiAgentCartPole,
 }
 
 def has_jax_env(env_id: str) -> bool:
@@ -97,8 +108,12 @@ __all__ = [
     "BACKENDS",
     "JAX_ENVS",
     "MULTI_AGENT_ENVS",
+    "Acrobot",
+    "AcrobotState",
     "AutoReset",
     "AutoResetState",
+    "CartPole",
+    "CartPoleState",
     "CheckData",
     "EnvDataError",
     "EnvFailureError",
@@ -107,6 +122,7 @@ __all__ = [
     "JaxEnv",
     "MountainCarContinuous",
     "MountainCarState",
+    "MultiAgentCartPole",
     "MultiAgentJaxEnv",
     "MultiAgentPendulum",
     "Pendulum",
@@ -114,7 +130,7 @@ __all__ = [
     "RestartOnFailure",
     "TimeLimit",
     "TimeLimitState",
-    "check_spaces",
+    "check_observation_space",
     "gym_env_factory",
     "has_jax_env",
     "is_multi_agent",

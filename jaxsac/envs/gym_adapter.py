@@ -64,39 +64,29 @@ def gym_env_factory(env_id: str, **kwargs: Any) -> GymEnvFactory:
     return GymEnvFactory(env_id, tuple(sorted(kwargs.items())), spec)
 
 
-SUPPORTED_SPACES = (
-    "supported: a Box action space with finite low and high (continuous actions), and a "
-    "Box observation space of any shape (flattened to float32); Dict, Tuple, Discrete or "
-    "MultiDiscrete observations must be flattened first: register the env wrapped in "
-    "gymnasium.wrappers.FlattenObservation under an id of its own (a GymRunner built by "
-    "hand flattens them with flatten_structured_obs=True)")
+SUPPORTED_OBSERVATIONS = (
+    "supported: a Box observation space of any shape (flattened to float32); Dict, Tuple, "
+    "Discrete or MultiDiscrete observations must be flattened first: register the env "
+    "wrapped in gymnasium.wrappers.FlattenObservation under an id of its own (a GymRunner "
+    "built by hand flattens them with flatten_structured_obs=True)")
 
 
-def check_spaces(observation_space: gymnasium.Space, action_space: gymnasium.Space,
-                 env_name: str, *, flatten_structured_obs: bool = False) -> None:
-    """Raises `ValueError` saying what is supported when the spaces are not."""
-    if not isinstance(action_space, gymnasium.spaces.Box):
-        raise ValueError(
-            f"env {env_name!r}: action_space={action_space} is not supported "
-            f"({type(action_space).__name__} actions; SAC here needs continuous actions); "
-            f"{SUPPORTED_SPACES}")
-    if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
-        raise ValueError(
-            f"env {env_name!r}: action_space={action_space} is not supported (unbounded Box: "
-            "actions in [-1, 1] cannot be rescaled to infinite bounds); "
-            f"{SUPPORTED_SPACES}")
+def check_observation_space(observation_space: gymnasium.Space, env_name: str, *,
+                            flatten_structured_obs: bool = False) -> None:
+    """Raises `ValueError` saying what is supported when the observations are not
+    (the action space is checked by `jaxsac.connectors.module_actions`)."""
     if isinstance(observation_space, gymnasium.spaces.Box):
         return
     if not flatten_structured_obs:
         raise ValueError(
             f"env {env_name!r}: observation_space={observation_space} is not supported "
-            f"without a flattening connector; {SUPPORTED_SPACES}")
+            f"without a flattening connector; {SUPPORTED_OBSERVATIONS}")
     try:
         gymnasium.spaces.flatdim(observation_space)
     except (NotImplementedError, ValueError) as e:
         raise ValueError(
             f"env {env_name!r}: observation_space={observation_space} cannot be flattened "
-            f"({e}); {SUPPORTED_SPACES}") from e
+            f"({e}); {SUPPORTED_OBSERVATIONS}") from e
 
 
 class RestartOnFailure(gymnasium.Wrapper):

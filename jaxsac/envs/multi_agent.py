@@ -4,11 +4,11 @@
     state, obs = env.reset(key)                                    # obs [N, obs_dim]
     state, obs, reward, terminated, truncated, done = env.step(state, action, key)
 
-`action` is [N, act_dim] in the env's units; `reward`, `terminated` and `truncated` are
-[N] (one per agent) and `done` [] is the episode-level flag: every agent's episode ended
-at this step (RLlib's `"__all__"`). `observation_space` and `action_space` are one
-agent's. Time limits stay per-agent truncations; `done` never turns them into
-terminations.
+`action` is [N, act_dim] in the env's units ([N] integers for Discrete actions);
+`reward`, `terminated` and `truncated` are [N] (one per agent) and `done` [] is the
+episode-level flag: every agent's episode ended at this step (RLlib's `"__all__"`).
+`observation_space` and `action_space` are one agent's. Time limits stay per-agent
+truncations; `done` never turns them into terminations.
 
 `IndependentAgents(agent_env, num_agents)` makes N copies of a single-agent `JaxEnv` that
 share no state: agent n resets and steps with its own key and its own time limit. Such an
@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxsac import checks
+from jaxsac.envs.cartpole import CartPole
 from jaxsac.envs.core import JaxEnv, TimeLimit
 from jaxsac.envs.pendulum import Pendulum
 
@@ -38,7 +39,7 @@ class MultiAgentJaxEnv(Protocol):
     agent_env: JaxEnv  # the env one agent plays (agents share no state)
     max_episode_steps: int
     observation_space: gymnasium.spaces.Box
-    action_space: gymnasium.spaces.Box
+    action_space: gymnasium.spaces.Space
 
     def reset(self, key: jax.Array) -> tuple[Any, jax.Array]: ...
 
@@ -82,3 +83,10 @@ def MultiAgentPendulum(num_agents: int = 2, max_episode_steps: int = 200,  # noq
     """RLlib's multi-agent Pendulum: `num_agents` independent Pendulum-v1 copies, each
     truncated after `max_episode_steps` steps of its own."""
     return IndependentAgents(TimeLimit(Pendulum(g), max_episode_steps), num_agents)
+
+
+def MultiAgentCartPole(num_agents: int = 2, max_episode_steps: int = 500  # noqa: N802
+                       ) -> IndependentAgents:
+    """RLlib's multi-agent CartPole: `num_agents` independent CartPole-v1 copies (Discrete
+    actions), each truncated after `max_episode_steps` steps of its own."""
+    return IndependentAgents(TimeLimit(CartPole(), max_episode_steps), num_agents)

@@ -19,7 +19,7 @@ from jaxsac.envs import (
     CheckData,
     GymEnvFactory,
     RestartOnFailure,
-    check_spaces,
+    check_observation_space,
     gym_env_factory,
 )
 from jaxsac.runners.episodes import bookkeeping
@@ -55,7 +55,8 @@ class GymRunner:
     flatten_structured_obs: wrap each env in gymnasium's `FlattenObservation`, the
         flattening connector that Dict / Tuple / Discrete observations need.
 
-    step_packed(actions [E, act_dim] in [-1, 1]) -> rows [E, packed_width] float32 on the
+    step_packed(actions [E, *actions.shape]: module actions, see
+    `jaxsac.connectors.module_actions`) -> rows [E, packed_width] float32 on the
     host: each env's `Step` and `EpisodeInfo` packed in one array, so that many steps
     reach the device in one transfer; `unpack` (jittable) turns rows back into
     (Step, EpisodeInfo).
@@ -89,8 +90,9 @@ class GymRunner:
                                                              **env_kwargs})
         else:
             factory = gym_env_factory(env_id, **(env_kwargs or {}))
-        check_spaces(factory.observation_space, factory.action_space, factory.env_id,
-                     flatten_structured_obs=flatten_structured_obs)
+        check_observation_space(factory.observation_space, factory.env_id,
+                                flatten_structured_obs=flatten_structured_obs)
+        connectors.module_actions(factory.action_space, f"env {factory.env_id!r}")
 
         self.env_id = factory.env_id
         self.num_envs = num_envs
@@ -105,8 +107,7 @@ class GymRunner:
         self.observation_space = self._vec_env.single_observation_space
         self.action_space = self._vec_env.single_action_space
         self.obs_dim = connectors.flat_obs_dim(self.observation_space)
-        self.act_dim = connectors.flat_action_dim(self.action_space)
-        self._to_env = connectors.module_to_env(self.action_space)
+        self.actions = connectors.module_actions(self.action_space, f"env {self.env_id!r}")
 
         obs, infos = self._vec_env.reset(seed=seed)
         self.num_env_restarts = _restarts_in(infos)
@@ -119,21 +120,22 @@ class GymRunner:
     def packed_width(self) -> int:
         """Columns of a `step_packed` row: obs, action, reward, terminated, truncated,
         next_obs, episode return, episode length, failed."""
-        return 2 * self.obs_dim + self.act_dim + 6
+        return 2 * self.obs_dim + self.actions.columns + 6
 
     def unpack(self, packed: jax.Array) -> tuple[Step, EpisodeInfo]:
         """Rows of `step_packed`, [..., E, packed_width] -> (Step, EpisodeInfo) with
         leading axes [..., E]: numpy arrays for a numpy `packed`, else jax arrays. Pure and
         jittable (the gymnasium loop unpacks a whole block of rows inside its jitted call)."""
-        d, a = self.obs_dim, self.act_dim
+        d, a = self.obs_dim, self.actions.columns
         xp = np if isinstance(packed, np.ndarray) else jnp
         columns = np.cumsum([d, a, 1, 1, 1, d, 1, 1])
         (obs, action, reward, terminated, truncated, next_obs, episode_return, episode_length,
          failed) = xp.split(packed, columns, axis=-1)
         terminated, truncated = terminated[..., 0] > 0, truncated[..., 0] > 0
         episode_length = episode_length[..., 0].astype(np.int32)
-        transition = Step(obs=obs, action=action, reward=reward[..., 0], terminated=terminated,
-                          truncated=truncated, next_obs=next_obs, failed=failed[..., 0] > 0)
+        transition = Step(obs=obs, action=self.actions.from_columns(action),
+                          reward=reward[..., 0], terminated=terminated, truncated=truncated,
+                          next_obs=next_obs, failed=failed[..., 0] > 0)
         # An episode ended at this row when it had real steps (episode_length is the
         # finished episode's length, 0 elsewhere).
         episodes = EpisodeInfo(done=(terminated | truncated) & (episode_length > 0),
@@ -149,12 +151,13 @@ class GymRunner:
     def step_packed(self, actions: Any) -> np.ndarray:
         """Steps every env once: its rows, [E, packed_width] float32 on the host (see
         `unpack`). Bools are 0/1 and episode lengths below 2**24 are exact in float32."""
-        action = np.asarray(actions, np.float32)
-        if action.shape != (self.num_envs, self.act_dim):
+        action = np.asarray(actions, self.actions.dtype)
+        expected = (self.num_envs, *self.actions.shape)
+        if action.shape != expected:
             raise ValueError(f"GymRunner.step_packed: actions of shape {action.shape}; expected "
-                             f"(num_envs, act_dim) = {(self.num_envs, self.act_dim)}")
+                             f"(num_envs, *action shape) = {expected}")
         next_obs, reward, terminated, truncated, infos = self._vec_env.step(
-            self._to_env(action))
+            self.actions.to_env(action))
         self.num_env_restarts += _restarts_in(infos)
         next_obs = connectors.flatten_obs(np.asarray(next_obs))
         done = terminated | truncated
@@ -164,8 +167,9 @@ class GymRunner:
         self._episode_return, self._episode_length, episodes = bookkeeping(
             self._episode_return, self._episode_length, reward, not_a_step, done, np)
         packed = np.concatenate(
-            [self._obs, action, reward[:, None], terminated[:, None], truncated[:, None],
-             next_obs, episodes.episode_return[:, None], episodes.episode_length[:, None],
+            [self._obs, action.reshape(self.num_envs, -1), reward[:, None],
+             terminated[:, None], truncated[:, None], next_obs,
+             episodes.episode_return[:, None], episodes.episode_length[:, None],
              failed[:, None]], axis=1, dtype=np.float32)
         self._obs = next_obs
         self._needs_reset = done

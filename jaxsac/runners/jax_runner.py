@@ -6,7 +6,8 @@ Stream shape (what the replay buffer expects): after a row whose `terminated` or
 (== the done row's next_obs), action = whatever the policy gave (ignored by the env),
 reward 0, terminated = truncated = False, next_obs = the first observation of the new
 episode. A reset row is not an env step of any episode: `EpisodeInfo.episode_length`
-counts only the real steps. `Step.action` is the module's action in [-1, 1]; obs and
+counts only the real steps. `Step.action` is the module's action (in [-1, 1] for a
+Box, an index for a Discrete space: jaxsac.connectors.module_actions); obs and
 next_obs are the flattened float32 env observations, raw (normalization is applied at
 act time, and to sampled batches by the learner connector).
 """
@@ -22,20 +23,23 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxsac import checks, connectors
-from jaxsac.connectors import EnvToModule, ObsNormState
-from jaxsac.envs import AutoReset, AutoResetState, JaxEnv, check_spaces
+from jaxsac.connectors import EnvToModule, ModuleActions, ObsNormState
+from jaxsac.envs import AutoReset, AutoResetState, JaxEnv, check_observation_space
 from jaxsac.runners.episodes import bookkeeping
 from jaxsac.types import EpisodeInfo, Step
 
-# act_fn(module_obs [E, obs_dim] float32, key) -> module actions [E, act_dim] in [-1, 1].
+# act_fn(module_obs [E, obs_dim] float32, key) -> module actions [E, *actions.shape]
+# ([E, |A|] float32 in [-1, 1] for a Box, [E] int32 indices for a Discrete space).
 ActFn = Callable[[jax.Array, jax.Array], jax.Array]
 
 
-def random_act_fn(act_dim: int) -> ActFn:
-    """An `act_fn` drawing uniform random module actions in [-1, 1] (warm-up)."""
+def random_act_fn(actions: ModuleActions | int) -> ActFn:
+    """An `act_fn` drawing uniform random module actions (warm-up): uniform in [-1, 1]
+    for a Box (an int d: the Box [-1, 1]^d), uniform indices for a Discrete space."""
+    actions = connectors.module_actions(actions, "random_act_fn")
 
     def act(module_obs: jax.Array, key: jax.Array) -> jax.Array:
-        return connectors.random_module_action(key, module_obs.shape[0], act_dim)
+        return actions.random(key, module_obs.shape[0])
 
     return act
 
@@ -65,9 +69,9 @@ class JaxRunner(NamedTuple):
     step: Callable[[RunnerState, ActFn, jax.Array], tuple[RunnerState, Step, EpisodeInfo]]
     num_envs: int
     obs_dim: int
-    act_dim: int
+    actions: ModuleActions
     observation_space: gymnasium.spaces.Box
-    action_space: gymnasium.spaces.Box
+    action_space: gymnasium.spaces.Space
 
 
 def make_jax_runner(env: JaxEnv, num_envs: int, normalize_obs: bool = False) -> JaxRunner:
@@ -76,17 +80,17 @@ def make_jax_runner(env: JaxEnv, num_envs: int, normalize_obs: bool = False) -> 
     init(key) -> RunnerState: resets all envs.
     step(rstate, act_fn, key) -> (rstate, step, episodes): applies the env-to-module
         connectors to the current obs, calls `act_fn(module_obs [E, obs_dim], key)` for
-        module actions [E, act_dim] in [-1, 1], rescales and clips them to the action Box
-        (module-to-env), steps every env with NEXT_STEP autoreset, and returns the
-        `Step` [E] and `EpisodeInfo` [E]. Pure and jittable (close over `act_fn`).
+        module actions [E, *actions.shape], turns them into env actions (module-to-env:
+        a Box's units, a Discrete space's integers), steps every env with NEXT_STEP
+        autoreset, and returns the `Step` [E] and `EpisodeInfo` [E]. Pure and jittable
+        (close over `act_fn`).
     """
     checks.check_int("make_jax_runner", "num_envs", num_envs, 1)
-    check_spaces(env.observation_space, env.action_space, repr(env))
+    check_observation_space(env.observation_space, repr(env))
+    actions = connectors.module_actions(env.action_space, f"env {env!r}")
     obs_dim = connectors.flat_obs_dim(env.observation_space)
-    act_dim = connectors.flat_action_dim(env.action_space)
     autoreset_env = AutoReset(env)
     to_module = EnvToModule(normalize=bool(normalize_obs))
-    to_env = connectors.module_to_env(env.action_space)
 
     def init(key: jax.Array) -> RunnerState:
         env_state, obs = jax.vmap(autoreset_env.reset)(jax.random.split(key, num_envs))
@@ -103,13 +107,13 @@ def make_jax_runner(env: JaxEnv, num_envs: int, normalize_obs: bool = False) -> 
 
     def step(rstate: RunnerState, act_fn: ActFn, key: jax.Array):
         act_key, env_key = jax.random.split(key)
-        action = jnp.asarray(act_fn(module_obs(rstate), act_key), jnp.float32)
-        if action.shape != (num_envs, act_dim):
+        action = jnp.asarray(act_fn(module_obs(rstate), act_key), actions.dtype)
+        if action.shape != (num_envs, *actions.shape):
             raise ValueError(f"act_fn returned actions of shape {action.shape}; expected "
-                             f"(num_envs, act_dim) = {(num_envs, act_dim)}")
+                             f"(num_envs, *action shape) = {(num_envs, *actions.shape)}")
         is_reset_row = rstate.env_state.needs_reset
         env_state, next_obs, reward, terminated, truncated = jax.vmap(autoreset_env.step)(
-            rstate.env_state, to_env(action), jax.random.split(env_key, num_envs))
+            rstate.env_state, actions.to_env(action), jax.random.split(env_key, num_envs))
         next_obs = connectors.flatten_obs(next_obs)
         done = jnp.logical_or(terminated, truncated)
         episode_return, episode_length, episodes = bookkeeping(
@@ -122,5 +126,5 @@ def make_jax_runner(env: JaxEnv, num_envs: int, normalize_obs: bool = False) -> 
         return rstate, transition, episodes
 
     return JaxRunner(init=init, step=step, num_envs=num_envs,
-                     obs_dim=obs_dim, act_dim=act_dim,
+                     obs_dim=obs_dim, actions=actions,
                      observation_space=env.observation_space, action_space=env.action_space)

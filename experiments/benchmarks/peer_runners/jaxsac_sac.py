@@ -78,8 +78,9 @@ def main() -> None:
     from jaxsac.program import deterministic_policy
 
     space = gym.make(common.ENV_ID).action_space
-    policy = deterministic_policy(config, 3, connectors.flat_action_dim(space))
-    to_env = connectors.module_to_env(space)
+    actions = connectors.module_actions(space)
+    policy = deterministic_policy(config, 3, actions)
+    to_env = actions.to_env
     no_stats = connectors.init_obs_norm(3)  # normalize_obs is off
     act = lambda params, obs: to_env(np.asarray(policy(params, no_stats, obs)))  # noqa: E731
     params = state.learner.actor_params
