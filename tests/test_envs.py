@@ -179,14 +179,15 @@ def test_autoreset_next_step_semantics():
 
 def test_make_backends():
     assert envs.has_jax_env(PENDULUM) and envs.has_jax_env(MOUNTAIN_CAR)
-    assert not envs.has_jax_env("Acrobot-v1")
+    assert envs.has_jax_env("CartPole-v1") and envs.has_jax_env("Acrobot-v1")
+    assert not envs.has_jax_env("MountainCar-v0")
     assert isinstance(envs.make(PENDULUM), TimeLimit)  # auto -> JAX
     factory = envs.make(PENDULUM, backend="gymnasium", g=9.81)
     assert isinstance(factory, GymEnvFactory)
     gym_env = factory()
     assert gym_env.unwrapped.g == 9.81 and gym_env.spec.max_episode_steps == 200
     assert factory.action_space == gym_env.action_space
-    assert isinstance(envs.make("Acrobot-v1"), GymEnvFactory)  # auto -> gymnasium
+    assert isinstance(envs.make("MountainCar-v0"), GymEnvFactory)  # auto -> gymnasium
     assert envs.make(PENDULUM, backend="jax", g=9.81).unwrapped.g == 9.81
 
 
@@ -194,8 +195,9 @@ def test_make_bad_input_messages():
     with pytest.raises(ValueError, match=r"backend='torch' is invalid: must be one of"):
         envs.make(PENDULUM, backend="torch")
     with pytest.raises(ValueError,
-                       match=r"'Acrobot-v1', which has no JAX implementation; JAX envs"):
-        envs.make("Acrobot-v1", backend="jax")
+                       match=r"'MountainCar-v0', which has no JAX implementation; JAX "
+                             r"envs: \['Acrobot-v1', 'CartPole-v1', "):
+        envs.make("MountainCar-v0", backend="jax")
     with pytest.raises(ValueError, match=r"'NoSuchEnv-v0' is not a registered gymnasium"):
         envs.make("NoSuchEnv-v0", backend="gymnasium")
     with pytest.raises(ValueError, match=r"max_episode_steps=0 is invalid"):
