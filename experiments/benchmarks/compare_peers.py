@@ -2,6 +2,11 @@
 
     make bench-peers          # creates .venv-peers, then runs this with the defaults
     .venv/bin/python -m experiments.benchmarks.compare_peers [--seeds 0 1 2] [--vmap-seeds 8]
+    .venv/bin/python -m experiments.benchmarks.compare_peers --task cartpole
+
+--task pendulum (the default) is the comparison described below. --task cartpole runs
+discrete SAC on CartPole-v1 with jaxsac (both backends) and rejax only, in rejax's own
+CartPole setting (CARTPOLE below), and writes docs/benchmarks/peers_cartpole.json and .md.
 
 Every run is a fresh process: jaxsac's runner under jaxsac's `.venv`, the peers' under
 `.venv-peers` (made by experiments/benchmarks/setup_peers.sh; never a dependency of
@@ -22,6 +27,7 @@ command) and docs/benchmarks/peers.md (the tables), and prints the tables.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -31,11 +37,13 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from experiments.benchmarks.peer_runners.common import steady_start
+
 ROOT = Path(__file__).resolve().parents[2]
-RETURN_BAR = -250.0
 
 LIBRARIES = {
     # name: (virtualenv, runner module, extra runner arguments)
@@ -55,43 +63,96 @@ DESCRIPTIONS = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One comparison (TASKS): its libraries, defaults, runner settings and outputs."""
+
+    libraries: tuple[str, ...]
+    total_env_steps: int
+    learning_starts: int
+    buffer_size: int
+    return_bar: float
+    """A final return at or above it counts as solved."""
+    out: str
+    """Outputs <out>.json and <out>.md (relative to the repository)."""
+    settings: Callable[[argparse.Namespace], dict[str, Any]]
+    """The report's settings (what every runner ran with)."""
+    header: Callable[[dict[str, Any]], list[str]]
+    """The markdown's title, command, machine and settings."""
+    bars: Callable[..., list[dict[str, Any]]] | None = None
+    """(single, vmapped, records, return_bar) -> the bars jaxsac is held to."""
+    runner_settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Every runner's settings beyond the shared ones (`flags` makes them arguments)."""
+    jaxsac_settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """jaxsac's runner's own further settings."""
+    curves: bool = False
+    """The tables add each seed's best in-run evaluation and when it reached return_bar."""
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options; those left out (None) take the task's defaults."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--task", choices=list(TASKS), default="pendulum",
+                   help="pendulum: all libraries on Pendulum-v1; cartpole: discrete SAC, "
+                        "jaxsac and rejax on CartPole-v1")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
                    help="one round per seed; each round runs every library once")
     p.add_argument("--libraries", nargs="+", choices=list(LIBRARIES),
-                   default=list(LIBRARIES))
+                   help="default: the task's")
     p.add_argument("--vmap-seeds", type=int, default=8,
                    help="seeds of the vmapped jaxsac and rejax runs (0: none)")
     p.add_argument("--vmap-rounds", type=int, default=1,
                    help="repetitions of the vmapped pair, alternating which goes first")
-    p.add_argument("--total-env-steps", type=int, default=20_000)
-    p.add_argument("--learning-starts", type=int, default=1_000)
-    p.add_argument("--buffer-size", type=int, default=20_000)
+    p.add_argument("--total-env-steps", type=int, help="default: the task's")
+    p.add_argument("--learning-starts", type=int, help="default: the task's")
+    p.add_argument("--buffer-size", type=int, help="default: the task's")
     p.add_argument("--peers-python", default=".venv-peers/bin/python")
     p.add_argument("--jaxsac-python", default=".venv/bin/python")
-    p.add_argument("--out-json", default="docs/benchmarks/peers.json")
-    p.add_argument("--out-md", default="docs/benchmarks/peers.md")
+    p.add_argument("--out-json", help="default: the task's <out>.json")
+    p.add_argument("--out-md", help="default: the task's <out>.md")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch intra-op threads of sb3 (0: torch's default, one per core)")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    task = TASKS[args.task]
+    defaults = {"libraries": list(task.libraries), "total_env_steps": task.total_env_steps,
+                "learning_starts": task.learning_starts, "buffer_size": task.buffer_size,
+                "out_json": task.out + ".json", "out_md": task.out + ".md"}
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    others = sorted(set(args.libraries) - set(task.libraries))
+    if others:
+        p.error(f"--task {args.task} runs {', '.join(task.libraries)}, not {', '.join(others)}")
+    return args
 
 
 def python_for(library: str, args: argparse.Namespace) -> str:
     return args.jaxsac_python if LIBRARIES[library][0] == ".venv" else args.peers_python
 
 
+def flags(settings: dict[str, Any]) -> list[str]:
+    """Runner arguments: {"num_envs": 5, "hidden": [64, 64]} -> --num-envs 5 --hidden 64 64."""
+    out = []
+    for key, value in settings.items():
+        values = value if isinstance(value, list) else [value]
+        out += [f"--{key.replace('_', '-')}", *map(str, values)]
+    return out
+
+
 def runner_command(library: str, seed: int, num_seeds: int,
                    args: argparse.Namespace) -> list[str]:
+    task = TASKS[args.task]
     _, module, extra = LIBRARIES[library]
     if library == "sb3":
         extra = [*extra, "--torch-threads", str(args.torch_threads)]
+    if module == "jaxsac_sac":
+        extra = [*extra, *flags(task.jaxsac_settings)]
     return [python_for(library, args), "-m", f"experiments.benchmarks.peer_runners.{module}",
             *extra, "--seed", str(seed), "--num-seeds", str(num_seeds),
             "--total-env-steps", str(args.total_env_steps),
             "--learning-starts", str(args.learning_starts),
-            "--buffer-size", str(args.buffer_size)]
+            "--buffer-size", str(args.buffer_size), *flags(task.runner_settings)]
 
 
 def child_env() -> dict[str, str]:
@@ -151,8 +212,21 @@ def mean(xs: list[float]) -> float | None:
     return statistics.fmean(xs) if xs else None
 
 
-def summarize(records: list[dict], num_seeds: int) -> dict[str, dict[str, Any]]:
-    """Per library: means over its runs of the timings; the final returns per seed."""
+def first_at(steps: list[int], returns: list[float], bar: float) -> int | None:
+    """The env steps of the first evaluation at or above `bar`; None if none is."""
+    return next((step for step, x in zip(steps, returns, strict=True) if x >= bar), None)
+
+
+def curve_summary(runs: list[dict], bar: float) -> dict[str, list]:
+    """Per seed of `runs`: its best in-run evaluation and when it first reached `bar`."""
+    curves = [(r["own_eval_env_steps"], seed) for r in runs for seed in r["own_eval_returns"]]
+    return {"best_returns": [max(returns) for _, returns in curves],
+            "env_steps_to_bar": [first_at(steps, returns, bar) for steps, returns in curves]}
+
+
+def summarize(records: list[dict], num_seeds: int, task: Task) -> dict[str, dict[str, Any]]:
+    """Per library: means over its runs of the timings; the final returns per seed (and,
+    for tasks with curves, each seed's best in-run evaluation and when it reached the bar)."""
     out = {}
     for lib in LIBRARIES:
         runs = [r for r in records if r["library"] == lib and r.get("num_seeds") == num_seeds]
@@ -172,9 +246,11 @@ def summarize(records: list[dict], num_seeds: int) -> dict[str, dict[str, Any]]:
             "steady_env_steps_per_s_max": max(rates) if rates else None,
             "aggregate_env_steps_per_s": mean([r["aggregate_env_steps_per_s"] for r in ok]),
             "final_returns": finals,
-            "seeds_at_bar": sum(x >= RETURN_BAR for x in finals),
+            "seeds_at_bar": sum(x >= task.return_bar for x in finals),
             "seeds": len(finals),
         }
+        if task.curves:
+            out[lib].update(curve_summary(ok, task.return_bar))
     return out
 
 
@@ -191,10 +267,10 @@ def per_round(records: list[dict], num: str, den: str) -> list[float]:
             if (num, s) in rates and (den, s) in rates]
 
 
-def bars(single: dict[str, dict], vmapped: dict[str, dict],
-         records: list[dict]) -> list[dict[str, Any]]:
-    """The bars jaxsac is held to: speed from the mean steady env steps/s of the
-    single-seed runs (the ratio of each round's pair alongside); returns from every
+def pendulum_bars(single: dict[str, dict], vmapped: dict[str, dict],
+                  records: list[dict], return_bar: float) -> list[dict[str, Any]]:
+    """The bars jaxsac is held to on Pendulum-v1: speed from the mean steady env steps/s
+    of the single-seed runs (the ratio of each round's pair alongside); returns from every
     jaxsac seed, single and vmapped."""
     rate = lambda lib: single.get(lib, {}).get("steady_env_steps_per_s")
     checks = []
@@ -211,7 +287,7 @@ def bars(single: dict[str, dict], vmapped: dict[str, dict],
         if lib in summary:
             s = summary[lib]
             checks.append({"bar": f"every {lib} {what} reaches a final return >= "
-                                  f"{RETURN_BAR:g}",
+                                  f"{return_bar:g}",
                            "value": f"{s['seeds_at_bar']}/{s['seeds']}",
                            "passed": s["seeds"] > 0 and s["seeds_at_bar"] == s["seeds"]})
     return checks
@@ -230,15 +306,22 @@ def times(x: float | None) -> str:
     return "—" if x is None else f"{x:.2f}×"
 
 
-def table(summary: dict[str, dict], vmapped: bool) -> list[str]:
+def fmt_steps(x: int | None) -> str:
+    return "—" if x is None else f"{x:,}"
+
+
+def table(summary: dict[str, dict], vmapped: bool, task: Task) -> list[str]:
     ref_jax = summary.get("jaxsac-jax", {}).get("steady_env_steps_per_s")
     ref_gym = summary.get("jaxsac-gymnasium", {}).get("steady_env_steps_per_s")
     rate_col = "env steps/s (all seeds)" if vmapped else "steady env steps/s"
+    bar = minus(task.return_bar)
     head = ["library", "runs", "wall s", "compile s", "start-up s", rate_col,
             "jaxsac-jax ÷ this"]
     if not vmapped:
         head.append("jaxsac-gym ÷ this")
-    head += ["final return per seed", f"seeds ≥ {minus(RETURN_BAR)}"]
+    head += ["final return per seed", f"seeds ≥ {bar}"]
+    if task.curves:
+        head += ["best in-run eval per seed", f"env steps to ≥ {bar} per seed"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for lib, s in summary.items():
         key = "aggregate_env_steps_per_s" if vmapped else "steady_env_steps_per_s"
@@ -255,6 +338,9 @@ def table(summary: dict[str, dict], vmapped: bool) -> list[str]:
             row.append(times(ratio(ref_gym, rate)))
         row += [", ".join(minus(x) for x in s["final_returns"]) or "—",
                 f"{s['seeds_at_bar']}/{s['seeds']}"]
+        if task.curves:
+            row += [", ".join(minus(x) for x in s["best_returns"]) or "—",
+                    ", ".join(fmt_steps(x) for x in s["env_steps_to_bar"]) or "—"]
         lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -286,20 +372,25 @@ def versions(records: list[dict]) -> dict[str, dict[str, str]]:
     return out
 
 
-def markdown(report: dict[str, Any]) -> str:
+def machine_line(report: dict[str, Any]) -> str:
+    return (f"Machine: {report['machine'].get('cpu', '?')}, {report['machine']['cpu_count']} "
+            f"cores, {report['machine'].get('memory_gib', '?')} GiB, "
+            f"{report['machine']['platform']}, Python {report['machine']['python']}; "
+            f"load average {report['load_before']} before, {report['load_after']} after "
+            "(1, 5, 15 min; timings are comparable only when nothing else ran).")
+
+
+def pendulum_header(report: dict[str, Any]) -> list[str]:
+    """The Pendulum-v1 report's title, command, machine and settings."""
     settings = report["settings"]
-    lines = [
+    return [
         "# SAC on Pendulum-v1: jaxsac and its peers",
         "",
         f"Generated {report['date']} by `{report['command']}`",
         "(`make bench-peers` runs the same with the defaults). How it is measured: "
         "[docs/peers.md](../peers.md).",
         "",
-        f"Machine: {report['machine'].get('cpu', '?')}, {report['machine']['cpu_count']} "
-        f"cores, {report['machine'].get('memory_gib', '?')} GiB, "
-        f"{report['machine']['platform']}, Python {report['machine']['python']}; "
-        f"load average {report['load_before']} before, {report['load_after']} after "
-        "(1, 5, 15 min; timings are comparable only when nothing else ran).",
+        machine_line(report),
         "",
         f"Settings: {settings['total_env_steps']:,} env steps, learning starts "
         f"{settings['learning_starts']:,}, buffer {settings['buffer_size']:,}, batch 256, "
@@ -311,24 +402,55 @@ def markdown(report: dict[str, Any]) -> str:
         f"{settings['steady_window'][0]:,}–{settings['steady_window'][1]:,} over the time "
         "between them.",
         "",
+    ]
+
+
+def cartpole_header(report: dict[str, Any]) -> list[str]:
+    """The CartPole-v1 report's title, command, machine and settings."""
+    settings = report["settings"]
+    every = settings["mark_every"]
+    return [
+        "# Discrete SAC on CartPole-v1: jaxsac and rejax",
+        "",
+        f"Generated {report['date']} by `{report['command']}`. How it is measured: "
+        "[docs/peers.md](../peers.md#cartpole-v1-discrete-sac-against-rejax).",
+        "",
+        machine_line(report),
+        "",
+        f"Settings (rejax's CartPole SAC): {settings['total_env_steps']:,} env steps over "
+        f"{settings['num_envs']} envs, {settings['gradient_steps_per_iteration']} gradient "
+        "steps per iteration of the envs, learning starts "
+        f"{settings['learning_starts']:,}, buffer {settings['buffer_size']:,}, batch "
+        f"{settings['batch_size']}, {'×'.join(map(str, settings['hidden']))} "
+        f"{settings['activation']}, Adam {settings['lr']:g}, γ {settings['gamma']:g}, "
+        f"τ {settings['tau']:g} once per iteration, learned α (initial 1, target "
+        f"{settings['target_entropy_scale']:g}·log|A|). Final return: 10 deterministic "
+        "(argmax) episodes of gymnasium's CartPole-v1 (reset seeds 10000–10009), the same "
+        "for every library. Best in-run eval and env steps to ≥ "
+        f"{minus(settings['return_bar'])}: each library's own evaluation (10 deterministic "
+        f"episodes of its JAX CartPole, or of gymnasium's for jaxsac-gymnasium) every "
+        f"{every:,} env steps; — where no evaluation reached it. Steady env steps/s: env "
+        f"steps {settings['steady_window'][0]:,}–{settings['steady_window'][1]:,} over the "
+        "time between them.",
+        "",
+    ]
+
+
+def markdown(report: dict[str, Any], task: Task) -> str:
+    lines = [
+        *task.header(report),
         f"## One seed per run ({len(report['seeds'])} round"
         f"{'s' if len(report['seeds']) != 1 else ''}, libraries alternating)",
         "",
-        *table(report["summary"]["single"], vmapped=False),
+        *table(report["summary"]["single"], vmapped=False, task=task),
         "",
     ]
     if report["summary"]["vmapped"]:
         lines += [f"## {report['vmap_seeds']} seeds vmapped in one program", "",
-                  *table(report["summary"]["vmapped"], vmapped=True), ""]
-    lines += ["## Bars", "",
-              "Speed ratios: of the mean steady env steps/s; each round's own ratio follows.",
-              "", "| bar | value | per round | passed |", "|---|---|---|---|"]
-    for b in report["bars"]:
-        passed = {True: "yes", False: "**no**", None: "—"}[b["passed"]]
-        rounds = ", ".join(f"{x:.2f}" for x in b.get("per_round", [])) or "—"
-        lines.append(f"| {b['bar']} | {b['value'] if b['value'] is not None else '—'} "
-                     f"| {rounds} | {passed} |")
-    lines += ["", "## Versions", ""]
+                  *table(report["summary"]["vmapped"], vmapped=True, task=task), ""]
+    if report["bars"]:
+        lines += bar_lines(report["bars"])
+    lines += ["## Versions", ""]
     for lib, v in report["versions"].items():
         lines.append(f"- {lib}: " + ", ".join(f"{k} {x}" for k, x in sorted(v.items())))
     failures = [r for r in report["runs"] if "error" in r]
@@ -338,8 +460,80 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def bar_lines(bars: list[dict[str, Any]]) -> list[str]:
+    lines = ["## Bars", "",
+             "Speed ratios: of the mean steady env steps/s; each round's own ratio follows.",
+             "", "| bar | value | per round | passed |", "|---|---|---|---|"]
+    for b in bars:
+        passed = {True: "yes", False: "**no**", None: "—"}[b["passed"]]
+        rounds = ", ".join(f"{x:.2f}" for x in b.get("per_round", [])) or "—"
+        lines.append(f"| {b['bar']} | {b['value'] if b['value'] is not None else '—'} "
+                     f"| {rounds} | {passed} |")
+    return lines + [""]
+
+
+# --- tasks -------------------------------------------------------------------------
+
+
+def pendulum_settings(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "env_id": "Pendulum-v1", "total_env_steps": args.total_env_steps,
+        "learning_starts": args.learning_starts, "buffer_size": args.buffer_size,
+        "batch_size": 256, "hidden": [256, 256], "activation": "relu", "lr": 3e-4,
+        "gamma": 0.99, "tau": 0.005, "alpha": "learned, initial 1, target -|A|",
+        "gradient_steps_per_env_step": 1, "num_envs": 1, "eval_episodes": 10,
+        "sb3_torch_threads": args.torch_threads or "torch default",
+        "steady_window": [args.learning_starts + 1_000, args.total_env_steps],
+    }
+
+
+CARTPOLE = {
+    # rejax's CartPole SAC (configs/gymnax/cartpole.yaml: num_envs 5, num_epochs 2,
+    # learning_rate 0.001, polyak 0.95, tanh, rejax's default 64x64), the same as jaxsac's
+    # tuned CartPole-v1, with the target entropy 0.5 log|A| of jaxsac's "auto" (rejax's
+    # config asks for 0.7 log|A|). Every runner gets these.
+    "env_id": "CartPole-v1", "num_envs": 5, "utd_ratio": 0.4, "hidden": [64, 64],
+    "activation": "tanh", "lr": 1e-3, "tau": 0.05, "target_entropy_scale": 0.5,
+    "mark_every": 5_000,
+}
+CARTPOLE_JAXSAC = {
+    # jaxsac's Polyak update once per 2 gradient steps, i.e. once per iteration after its
+    # 2 gradient steps, as rejax does it (jaxsac's tuned file: after every gradient step).
+    "target_update_every": 2,
+}
+
+
+def cartpole_settings(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        **CARTPOLE, "total_env_steps": args.total_env_steps,
+        "learning_starts": args.learning_starts, "buffer_size": args.buffer_size,
+        "batch_size": 256, "gamma": 0.99,
+        "gradient_steps_per_iteration": round(CARTPOLE["utd_ratio"] * CARTPOLE["num_envs"]),
+        "alpha": f"learned, initial 1, target {CARTPOLE['target_entropy_scale']:g} log|A|",
+        "jaxsac_target_update_every": CARTPOLE_JAXSAC["target_update_every"],
+        "eval_episodes": 10, "return_bar": TASKS["cartpole"].return_bar,
+        "steady_window": [steady_start(args.learning_starts, CARTPOLE["mark_every"]),
+                          args.total_env_steps],
+    }
+
+
+TASKS = {
+    "pendulum": Task(libraries=tuple(LIBRARIES), total_env_steps=20_000,
+                     learning_starts=1_000, buffer_size=20_000, return_bar=-250.0,
+                     out="docs/benchmarks/peers", settings=pendulum_settings,
+                     header=pendulum_header, bars=pendulum_bars),
+    "cartpole": Task(libraries=("jaxsac-jax", "jaxsac-gymnasium", "rejax"),
+                     total_env_steps=50_000, learning_starts=1_000, buffer_size=10_000,
+                     return_bar=475.0, out="docs/benchmarks/peers_cartpole",
+                     settings=cartpole_settings, header=cartpole_header,
+                     runner_settings=CARTPOLE, jaxsac_settings=CARTPOLE_JAXSAC,
+                     curves=True),
+}
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    task = TASKS[args.task]
     command = " ".join([".venv/bin/python -m experiments.benchmarks.compare_peers",
                         *(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))])
     for lib in args.libraries:
@@ -368,8 +562,8 @@ def main(argv: list[str] | None = None) -> None:
                   f"{', '.join(f'{x:.0f}' for x in record['final_return'])}",
                   file=sys.stderr, flush=True)
 
-    single = summarize(records, 1)
-    vmapped = summarize(records, args.vmap_seeds) if args.vmap_seeds > 1 else {}
+    single = summarize(records, 1, task)
+    vmapped = summarize(records, args.vmap_seeds, task) if args.vmap_seeds > 1 else {}
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": command,
@@ -378,21 +572,13 @@ def main(argv: list[str] | None = None) -> None:
         "load_after": [round(x, 2) for x in os.getloadavg()],
         "seeds": args.seeds,
         "vmap_seeds": args.vmap_seeds,
-        "settings": {
-            "env_id": "Pendulum-v1", "total_env_steps": args.total_env_steps,
-            "learning_starts": args.learning_starts, "buffer_size": args.buffer_size,
-            "batch_size": 256, "hidden": [256, 256], "activation": "relu", "lr": 3e-4,
-            "gamma": 0.99, "tau": 0.005, "alpha": "learned, initial 1, target -|A|",
-            "gradient_steps_per_env_step": 1, "num_envs": 1, "eval_episodes": 10,
-            "sb3_torch_threads": args.torch_threads or "torch default",
-            "steady_window": [args.learning_starts + 1_000, args.total_env_steps],
-        },
+        "settings": task.settings(args),
         "summary": {"single": single, "vmapped": vmapped},
-        "bars": bars(single, vmapped, records),
+        "bars": task.bars(single, vmapped, records, task.return_bar) if task.bars else [],
         "versions": versions(records),
         "runs": records,
     }
-    text = markdown(report)
+    text = markdown(report, task)
     print(text)
     for path, content in ((args.out_json, json.dumps(report, indent=1) + "\n"),
                           (args.out_md, text)):

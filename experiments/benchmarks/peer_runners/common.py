@@ -8,10 +8,13 @@ Timing protocol (the same for every library, see docs/peers.md):
 
 - `t0` is taken after imports and backend initialisation, right before the env and the
   agent are built; `wall_s` ends when the trained parameters are ready.
-- A timestamp is taken at every `mark_every` env steps (1,000: jaxsac's log period).
+- A timestamp is taken at every `mark_every` env steps (jaxsac's log period; 1,000 for
+  Pendulum-v1).
 - Steady env steps/s = (mark_end - mark_start) / (t[mark_end] - t[mark_start]), with
-  mark_start = learning_starts + mark_every: one whole learning period after the first
-  gradient step, so compilation triggered by learning has happened in every library.
+  mark_start the first mark at least learning_starts + mark_every (learning_starts +
+  mark_every when learning_starts is a multiple of mark_every): at least one whole
+  learning period after the first gradient step, so compilation triggered by learning
+  has happened in every library.
 - start-up s = t[mark_start] - (mark_start - learning_starts) / steady rate: everything
   before steady learning (construction, compilation, the random-action warm-up) beyond
   what the first learning period would take at the steady rate.
@@ -32,9 +35,8 @@ from typing import Any
 
 import numpy as np
 
-ENV_ID = "Pendulum-v1"
 EVAL_SEED_BASE = 10_000
-"""Episode i of the common evaluation resets gymnasium's Pendulum-v1 with seed base + i."""
+"""Episode i of the common evaluation resets the gymnasium env with seed base + i."""
 
 COMPILE_EVENTS = (
     "/jax/core/compile/jaxpr_trace_duration",
@@ -46,32 +48,57 @@ COMPILE_EVENTS = (
 def parser(description: str) -> argparse.ArgumentParser:
     """The settings every runner takes (the comparison's shared hyperparameters)."""
     p = argparse.ArgumentParser(description=description)
+    p.add_argument("--env-id", default="Pendulum-v1",
+                   help="gymnasium id (its JAX port for the JAX libraries)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num-seeds", type=int, default=1,
                    help="seeds vmapped in one program (JAX libraries only)")
     p.add_argument("--total-env-steps", type=int, default=20_000)
     p.add_argument("--learning-starts", type=int, default=1_000)
     p.add_argument("--buffer-size", type=int, default=20_000)
+    p.add_argument("--num-envs", type=int, default=1, help="envs stepped once per iteration")
+    p.add_argument("--utd-ratio", type=float, default=1.0,
+                   help="gradient steps per env step: utd_ratio * num_envs per iteration")
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--hidden", type=int, nargs="+", default=[256, 256])
+    p.add_argument("--activation", default="relu", help="hidden-layer activation")
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--gamma", type=float, default=0.99)
     p.add_argument("--tau", type=float, default=0.005)
+    p.add_argument("--target-entropy-scale", type=float, default=None,
+                   help="Discrete actions: target entropy = scale * log|A| (None: the "
+                        "library's default)")
     p.add_argument("--mark-every", type=int, default=1_000,
                    help="env steps between timestamps (jaxsac's log period)")
     p.add_argument("--eval-episodes", type=int, default=10)
     return p
 
 
+def steady_start(learning_starts: int, mark_every: int) -> int:
+    """mark_start: the first multiple of mark_every at least learning_starts + mark_every."""
+    return -(-(learning_starts + mark_every) // mark_every) * mark_every
+
+
+def gradient_steps_per_iteration(args: argparse.Namespace) -> int:
+    """utd_ratio * num_envs, which must be a whole number of gradient steps."""
+    steps = args.utd_ratio * args.num_envs
+    if steps < 1 or abs(steps - round(steps)) > 1e-9:
+        raise SystemExit(f"--utd-ratio={args.utd_ratio} times --num-envs={args.num_envs} "
+                         "must be a whole number of gradient steps per iteration")
+    return round(steps)
+
+
 def check_args(args: argparse.Namespace) -> None:
-    if args.total_env_steps % args.mark_every or args.learning_starts % args.mark_every:
-        raise SystemExit(f"--total-env-steps={args.total_env_steps} and --learning-starts="
-                         f"{args.learning_starts} must be multiples of --mark-every="
-                         f"{args.mark_every}")
-    if args.total_env_steps < args.learning_starts + 2 * args.mark_every:
-        raise SystemExit(f"--total-env-steps={args.total_env_steps} must be at least "
-                         f"learning_starts + 2 * mark_every = "
-                         f"{args.learning_starts + 2 * args.mark_every} (a steady window)")
+    if args.total_env_steps % args.mark_every or args.mark_every % args.num_envs:
+        raise SystemExit(f"--total-env-steps={args.total_env_steps} must be a multiple of "
+                         f"--mark-every={args.mark_every}, and that of --num-envs="
+                         f"{args.num_envs}")
+    least = steady_start(args.learning_starts, args.mark_every) + args.mark_every
+    if args.total_env_steps < least:
+        raise SystemExit(f"--total-env-steps={args.total_env_steps} must be at least {least}: "
+                         "the first mark a whole period after learning starts, plus a period "
+                         "(a steady window)")
+    gradient_steps_per_iteration(args)
 
 
 class Clock:
@@ -134,21 +161,24 @@ class CompileMeter:
         return total
 
 
-def evaluate(policy: Callable[[np.ndarray], np.ndarray], episodes: int = 10,
+def evaluate(policy: Callable[[np.ndarray], np.ndarray], env_id: str, episodes: int = 10,
              seed_base: int = EVAL_SEED_BASE) -> list[float]:
-    """Returns of `episodes` deterministic episodes of gymnasium's Pendulum-v1.
+    """Returns of `episodes` deterministic episodes of gymnasium's `env_id`.
 
-    policy: observations [episodes, 3] float32 -> env actions [episodes, 1] (torque).
+    policy: observations [episodes, obs_dim] float32 -> env actions [episodes, *action
+    shape] (Pendulum-v1: torques [episodes, 1]; CartPole-v1: integers [episodes]).
     Episode i resets with seed `seed_base + i`: the same start states for every library.
     """
     import gymnasium as gym
 
-    envs = [gym.make(ENV_ID) for _ in range(episodes)]
+    envs = [gym.make(env_id) for _ in range(episodes)]
+    space = envs[0].action_space
     obs = np.stack([env.reset(seed=seed_base + i)[0] for i, env in enumerate(envs)])
     totals = np.zeros(episodes)
     done = np.zeros(episodes, bool)
     while not done.all():
-        actions = np.asarray(policy(obs.astype(np.float32)), np.float32).reshape(episodes, -1)
+        actions = np.asarray(policy(obs.astype(np.float32))).astype(space.dtype)
+        actions = actions.reshape(episodes, *space.shape)
         for i, env in enumerate(envs):
             if done[i]:
                 continue
@@ -161,6 +191,20 @@ def evaluate(policy: Callable[[np.ndarray], np.ndarray], episodes: int = 10,
     return [round(float(x), 3) for x in totals]
 
 
+def own_evaluations(args: argparse.Namespace, returns: Any) -> dict[str, Any]:
+    """The record's fields of a library's own in-run evaluations, one per log period.
+
+    returns: mean evaluation returns [seeds, periods]; period k ends at env step
+    (k + 1) * mark_every.
+    """
+    returns = np.asarray(returns, np.float64).reshape(args.num_seeds, -1)
+    return {
+        "own_eval_env_steps": [(k + 1) * args.mark_every for k in range(returns.shape[1])],
+        "own_eval_returns": [[round(float(x), 2) for x in seed] for seed in returns],
+        "own_final_eval_return": [round(float(x), 2) for x in returns[:, -1]],
+    }
+
+
 def summarize(library: str, args: argparse.Namespace, clock: Clock,
               compile_meter: CompileMeter | None, eval_returns: list[list[float]],
               versions: dict[str, str], extra: dict[str, Any] | None = None,
@@ -170,7 +214,7 @@ def summarize(library: str, args: argparse.Namespace, clock: Clock,
     wall_clock_origin: time.time() at clock.start(), to place the steady window on
     jax.monitoring's clock (compile time inside the steady window).
     """
-    mark_start = args.learning_starts + args.mark_every
+    mark_start = steady_start(args.learning_starts, args.mark_every)
     mark_end = args.total_env_steps
     missing = [m for m in (mark_start, mark_end) if m not in clock.marks]
     if missing:
@@ -189,6 +233,7 @@ def summarize(library: str, args: argparse.Namespace, clock: Clock,
     means = [float(np.mean(r)) for r in eval_returns]
     record = {
         "library": library,
+        "env_id": args.env_id,
         "seed": args.seed,
         "num_seeds": args.num_seeds,
         "total_env_steps": args.total_env_steps,
@@ -236,7 +281,11 @@ def run_sb3_api(sac_class: Any, library: str, args: argparse.Namespace,
                 versions: dict[str, str], meter: CompileMeter | None,
                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Trains and evaluates `sac_class` (stable-baselines3's SAC or sbx's, which share
-    SB3's API, replay buffer and collection loop) with the comparison's settings."""
+    SB3's API, replay buffer and collection loop) with the comparison's settings: one
+    env, one gradient step per env step, ReLU (the settings of the Pendulum-v1 task)."""
+    if (args.num_envs, args.utd_ratio, args.activation) != (1, 1.0, "relu"):
+        raise SystemExit(f"{library}: the runner trains one env, one gradient step per env "
+                         "step, ReLU networks only")
     from stable_baselines3.common.callbacks import BaseCallback
 
     clock = Clock()
@@ -253,7 +302,7 @@ def run_sb3_api(sac_class: Any, library: str, args: argparse.Namespace,
     wall_origin = time.time()
     clock.start()
     model = sac_class(
-        "MlpPolicy", ENV_ID,
+        "MlpPolicy", args.env_id,
         learning_rate=args.lr,
         buffer_size=args.buffer_size,
         learning_starts=args.learning_starts,
@@ -273,6 +322,6 @@ def run_sb3_api(sac_class: Any, library: str, args: argparse.Namespace,
     clock.stop()
 
     returns = [evaluate(lambda obs: model.predict(obs, deterministic=True)[0],
-                        args.eval_episodes)]
+                        args.env_id, args.eval_episodes)]
     return summarize(library, args, clock, meter, returns, versions, extra=extra,
                      wall_clock_origin=wall_origin)

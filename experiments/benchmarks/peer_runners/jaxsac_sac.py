@@ -1,4 +1,4 @@
-"""jaxsac SAC on Pendulum-v1, timed like the peers; prints one JSON line.
+"""jaxsac SAC (Pendulum-v1 by default, --env-id), timed like the peers; prints one JSON line.
 
 Run with jaxsac's own virtualenv (not .venv-peers), from the repository root:
 
@@ -29,6 +29,8 @@ def main() -> None:
     p.add_argument("--backend", choices=("jax", "gymnasium"), required=True)
     p.add_argument("--api", choices=("train", "make_train"), default=None,
                    help="default: train for one seed, make_train for --num-seeds > 1")
+    p.add_argument("--target-update-every", type=int, default=1,
+                   help="gradient steps between Polyak target updates")
     args = p.parse_args()
     common.check_args(args)
     api = args.api or ("train" if args.num_seeds == 1 else "make_train")
@@ -51,51 +53,56 @@ def main() -> None:
     wall_origin = time.time()
     clock.start()
     config = jaxsac.SACConfig(
-        env_id=common.ENV_ID, backend=args.backend, seed=args.seed,
+        env_id=args.env_id, backend=args.backend, seed=args.seed, num_envs=args.num_envs,
         total_env_steps=args.total_env_steps, learning_starts=args.learning_starts,
         buffer_capacity=args.buffer_size, batch_size=args.batch_size,
-        hidden_sizes=tuple(args.hidden), activation="relu",
+        hidden_sizes=tuple(args.hidden), activation=args.activation,
         actor_lr=args.lr, critic_lr=args.lr, alpha_lr=args.lr, initial_alpha=1.0,
-        target_entropy="auto", gamma=args.gamma, tau=args.tau, utd_ratio=1.0,
+        target_entropy="auto", target_entropy_scale=args.target_entropy_scale,
+        gamma=args.gamma, tau=args.tau, utd_ratio=args.utd_ratio,
+        target_network_update_freq=args.target_update_every,
         log_every=args.mark_every, eval_episodes=args.eval_episodes)
     if api == "train":
         result = jaxsac.train(config, num_seeds=args.num_seeds, progress=False, callback=mark)
         state, metrics = result.state, result.metrics
         jax.block_until_ready(state)
-        own = np.asarray(metrics["eval_return"])[-1]  # [periods(, seeds)]
+        own = np.asarray(metrics["eval_return"]).T  # [periods(, seeds)] -> [(seeds,) periods]
     else:
         train_fn = jax.jit(jax.vmap(jaxsac.make_train(config, period_callback=mark)))
         keys = jax.random.split(jax.random.key(args.seed), args.num_seeds)  # as train's
         state, metrics = train_fn(keys)
         jax.block_until_ready(state)
-        own = np.asarray(metrics["eval_return"])[:, -1]  # [seeds, periods]
+        own = np.asarray(metrics["eval_return"])  # [seeds, periods]
     clock.stop()
 
-    # Common final evaluation: the deterministic policy tanh(mu), rescaled to the Box.
+    # Common final evaluation: the deterministic action (tanh(mu) rescaled to the Box,
+    # or the argmax for Discrete actions) on gymnasium's env.
     import gymnasium as gym
 
     from jaxsac import connectors
     from jaxsac.program import deterministic_policy
 
-    space = gym.make(common.ENV_ID).action_space
-    actions = connectors.module_actions(space)
-    policy = deterministic_policy(config, 3, actions)
+    env = gym.make(args.env_id)
+    obs_dim = env.observation_space.shape[0]
+    actions = connectors.module_actions(env.action_space)
+    policy = deterministic_policy(config, obs_dim, actions)
     to_env = actions.to_env
-    no_stats = connectors.init_obs_norm(3)  # normalize_obs is off
+    no_stats = connectors.init_obs_norm(obs_dim)  # normalize_obs is off
     act = lambda params, obs: to_env(np.asarray(policy(params, no_stats, obs)))  # noqa: E731
     params = state.learner.actor_params
     seed_axis = api == "make_train" or args.num_seeds > 1
     per_seed = ([params] if not seed_axis else
                 [jax.tree.map(lambda x, i=i: x[i], params) for i in range(args.num_seeds)])
-    returns = [common.evaluate(lambda obs, p=p: np.asarray(act(p, obs)), args.eval_episodes)
+    returns = [common.evaluate(lambda obs, p=p: np.asarray(act(p, obs)), args.env_id,
+                               args.eval_episodes)
                for p in per_seed]
-    own = np.atleast_1d(own).tolist()
 
     versions = common.package_versions("jaxsac", "jax", "jaxlib", "flax", "optax",
                                        "gymnasium", "numpy")
     record = common.summarize(
         f"jaxsac-{args.backend}", args, clock, meter, returns, versions,
-        extra={"api": api, "own_final_eval_return": [round(float(x), 2) for x in own],
+        extra={"api": api, **common.own_evaluations(args, own),
+               "target_network_update_freq": args.target_update_every,
                "device": str(jax.devices()[0])},
         wall_clock_origin=wall_origin)
     common.emit(record)

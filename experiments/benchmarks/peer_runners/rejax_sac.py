@@ -1,4 +1,5 @@
-"""rejax SAC on its own (gymnax) JAX Pendulum-v1, fully jitted; prints one JSON line.
+"""rejax SAC on its own (gymnax) JAX env (Pendulum-v1 by default), fully jitted; prints
+one JSON line.
 
 Run with the peers' virtualenv, from the repository root:
 
@@ -7,8 +8,12 @@ Run with the peers' virtualenv, from the repository root:
 The whole run is one `jax.jit(algo.train)` call (`jax.vmap`ped over keys for
 --num-seeds > 1), as rejax's README does it. rejax evaluates inside the program every
 `eval_freq` env steps; that callback is replaced by the one jaxsac runs at the end of
-each log period (10 deterministic episodes of the JAX Pendulum), plus a host timestamp
+each log period (10 deterministic episodes of the JAX env), plus a host timestamp
 (`jax.debug.callback`) at the same env-step marks the other runners use.
+
+Discrete actions (CartPole-v1) get rejax's discrete SAC, chosen by rejax from the
+action space; --target-entropy-scale sets its `target_entropy_ratio` (target entropy =
+ratio * log|A|).
 """
 
 from __future__ import annotations
@@ -34,8 +39,11 @@ def main() -> None:
     clock = common.Clock()
 
     def deterministic_action(algo, params, obs):
-        """tanh(mean), rescaled to the action range (rejax's own `act` samples)."""
+        """The argmax of the logits (Discrete), or tanh(mean) rescaled to the action
+        range (Box); rejax's own `act` samples."""
         dist = algo.actor.apply(params, obs, method="_action_dist")
+        if algo.discrete:
+            return jnp.argmax(dist.logits, axis=-1)
         return algo.actor.action_loc + jnp.tanh(dist.loc) * algo.actor.action_scale
 
     def eval_callback(algo, ts, rng):
@@ -52,22 +60,25 @@ def main() -> None:
 
     wall_origin = time.time()
     clock.start()
+    entropy_ratio = {} if args.target_entropy_scale is None else {
+        "target_entropy_ratio": args.target_entropy_scale}  # used for Discrete actions only
     algo = SAC.create(
-        env=common.ENV_ID,
-        num_envs=1,
+        env=args.env_id,
+        num_envs=args.num_envs,
         total_timesteps=args.total_env_steps,
         eval_freq=args.mark_every,
         skip_initial_evaluation=True,
         learning_rate=args.lr,  # one Adam for actor, critics and alpha, as in rejax
         gamma=args.gamma,
         polyak=1.0 - args.tau,  # rejax: target <- polyak * target + (1 - polyak) * online
-        target_update_freq=1,
+        target_update_freq=1,  # env steps: once per iteration, after its gradient steps
         buffer_size=args.buffer_size,
         fill_buffer=args.learning_starts,
         batch_size=args.batch_size,
-        num_epochs=1,  # gradient steps per env step (num_envs=1)
+        num_epochs=common.gradient_steps_per_iteration(args),
         hidden_layer_sizes=tuple(args.hidden),
-        agent_kwargs={"activation": "relu"},
+        agent_kwargs={"activation": args.activation},
+        **entropy_ratio,
     )
     algo = algo.replace(eval_callback=eval_callback)
     if args.num_seeds == 1:
@@ -84,18 +95,16 @@ def main() -> None:
     params = ts.actor_ts.params
     per_seed = ([params] if args.num_seeds == 1 else
                 [jax.tree.map(lambda x, i=i: x[i], params) for i in range(args.num_seeds)])
-    returns = [common.evaluate(lambda obs, p=p: np.asarray(act(p, obs)), args.eval_episodes)
+    returns = [common.evaluate(lambda obs, p=p: np.asarray(act(p, obs)), args.env_id,
+                               args.eval_episodes)
                for p in per_seed]
-    own = np.asarray(own_returns)  # [periods, (seeds,) episodes]
-    own_final = np.atleast_1d(own[-1].mean(axis=-1) if args.num_seeds == 1
-                              else own[:, -1].mean(axis=-1))
+    own = np.asarray(own_returns).mean(axis=-1)  # [(seeds,) periods, episodes] -> mean
 
     versions = common.package_versions("rejax", "gymnax", "jax", "jaxlib", "flax", "optax",
                                        "distrax", "gymnasium", "numpy")
     record = common.summarize(
         "rejax", args, clock, meter, returns, versions,
-        extra={"own_final_eval_return": [round(float(x), 2) for x in own_final],
-               "device": str(jax.devices()[0])},
+        extra={**common.own_evaluations(args, own), "device": str(jax.devices()[0])},
         wall_clock_origin=wall_origin)
     common.emit(record)
 
