@@ -16,6 +16,7 @@ the same kind, so the host runner can use them without a device round trip.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import gymnasium
@@ -147,6 +148,14 @@ class BoxActions:
         return (self.dim,)
 
     dtype = np.float32
+    host_dtype = np.float32
+    """The dtype of env actions on the host (what `load_policy` returns)."""
+
+    @functools.cached_property
+    def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) as float32 [dim] arrays, made once (the host runner rescales every
+        step)."""
+        return np.float32(self.low), np.float32(self.high)
 
     @property
     def columns(self) -> int:
@@ -155,7 +164,7 @@ class BoxActions:
 
     def to_env(self, action: Array) -> Array:
         """[..., dim] in [-1, 1] -> env actions [..., *env_shape] (numpy or JAX)."""
-        low, high = np.float32(self.low), np.float32(self.high)
+        low, high = self._bounds
         return rescale_action(action.astype(np.float32), low, high).reshape(
             action.shape[:-1] + self.env_shape)
 
@@ -194,6 +203,8 @@ class DiscreteActions:
     kind = "discrete"
     shape = ()
     dtype = np.int32
+    host_dtype = np.int64
+    """The dtype of env actions on the host: gymnasium's Discrete spaces sample int64."""
     columns = 1
 
     @property

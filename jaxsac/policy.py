@@ -45,9 +45,7 @@ class Policy:
                              f"or (B, {', '.join(map(str, self.obs_shape))})")
         batch = connectors.flatten_obs(obs[None] if single else obs)
         action = np.asarray(self._act(self.actor_params, self.obs_stats, batch))
-        if self.actions.kind == "discrete":
-            action = action.astype(np.int64)  # what gymnasium's Discrete spaces sample
-        env_action = self.actions.to_env(action)
+        env_action = self.actions.to_env(action.astype(self.actions.host_dtype))
         return env_action[0] if single else env_action
 
     def __repr__(self) -> str:
