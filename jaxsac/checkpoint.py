@@ -408,8 +408,8 @@ def _init_template(config: SACConfig, meta: dict[str, Any]) -> Any:
 def _empty_buffer(config: SACConfig, meta: dict[str, Any]) -> Any:
     """A fresh ReplayState for the stored shapes (with the seed axis, if any)."""
     buffer = make_buffer(config, config.gamma)
-    empty = jax.jit(lambda: buffer.init(example_step(meta["obs_dim"],
-                                                            connectors.actions_from_metadata(meta))))()
+    example = example_step(meta["obs_dim"], connectors.actions_from_metadata(meta))
+    empty = jax.jit(lambda: buffer.init(example))()
     if meta["seed_axis"]:
         empty = jax.tree.map(lambda x: jnp.broadcast_to(x, (meta["num_seeds"], *x.shape)),
                              empty)
