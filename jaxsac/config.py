@@ -71,6 +71,23 @@ class SACConfig:
     """Env steps of uniform random actions before the policy acts and learning starts."""
     max_env_restarts: int = 3
     """Consecutive failures of one gymnasium env that are rebuilt before the run stops."""
+    num_env_runners: int = 0
+    """Gymnasium envs: Ray actors that step them, each with num_envs_per_env_runner envs
+    and the acting policy on its own CPU (needs `pip install -e '.[ray]'`,
+    docs/scaling.md); 0 steps them in this process."""
+    num_envs_per_env_runner: int | None = None
+    """Envs of each remote runner; None: num_envs / num_env_runners (num_envs is always
+    the total)."""
+    ray_address: str | None = None
+    """The Ray cluster remote runners join ("auto", "ray://head:10001", ...); None: the
+    RAY_ADDRESS variable's, else a local Ray started for the run. Ignored when Ray is
+    already initialized in this process."""
+    sample_timeout_s: float = 60.0
+    """Seconds the learner waits for each remote runner's block; a runner that takes
+    longer is replaced, as one whose process died."""
+    max_env_runner_restarts: int = 10
+    """Remote runners: replacements of one runner (its actor died or timed out) allowed
+    over the run; one more failure stops the run with an error, after a checkpoint."""
     normalize_obs: bool = False
     """Normalize observations with running mean/std statistics (saved with checkpoints)."""
 
@@ -168,6 +185,13 @@ class SACConfig:
         return 1 if self.data_shards is None else self.data_shards
 
     @property
+    def envs_per_env_runner(self) -> int:
+        """Envs each env runner steps: num_envs without remote runners."""
+        if self.num_env_runners == 0:
+            return self.num_envs
+        return self.num_envs_per_env_runner or self.num_envs // self.num_env_runners
+
+    @property
     def n_step_range(self) -> tuple[int, int]:
         """`(n_min, n_max)`, both included; `(n, n)` for a fixed n."""
         if isinstance(self.n_step, int):
@@ -228,7 +252,7 @@ def _validate(c: SACConfig) -> None:
                 "target_network_update_freq": 1, "total_env_steps": 1, "learning_starts": 0,
                 "max_env_restarts": 0, "priority_beta_steps": 0,
                 "checkpoint_every": 0, "log_every": 1, "eval_episodes": 1, "max_to_keep": 1,
-                "host_block_steps": 1}
+                "host_block_steps": 1, "num_env_runners": 0, "max_env_runner_restarts": 0}
     for name, minimum in minimums.items():
         checks.check_int(owner, name, getattr(c, name), minimum)
     checks.check_int(owner, "seed", c.seed, 0, 2**32 - 1)
@@ -254,6 +278,7 @@ def _validate(c: SACConfig) -> None:
             if getattr(c, name) % c.data_shards:
                 checks.fail(owner, name, getattr(c, name), f"a multiple of data_shards="
                             f"{c.data_shards} (each shard gets an equal part)")
+    _validate_env_runners(c)
     checks.check_int(owner, "buffer_capacity", c.buffer_capacity, c.num_envs)
     if c.buffer_capacity % c.num_envs:
         checks.fail(owner, "buffer_capacity", c.buffer_capacity,
@@ -294,3 +319,25 @@ def _validate(c: SACConfig) -> None:
             or not all(checks.is_int(h) and h >= 1 for h in c.hidden_sizes)):
         checks.fail(owner, "hidden_sizes", c.hidden_sizes,
                     "a non-empty tuple of positive integers")
+
+
+def _validate_env_runners(c: SACConfig) -> None:
+    owner = "SACConfig"
+    checks.check_real(owner, "sample_timeout_s", c.sample_timeout_s, 0.0, math.inf,
+                      open_low=True)
+    if c.ray_address is not None and (not isinstance(c.ray_address, str) or not c.ray_address):
+        checks.fail(owner, "ray_address", c.ray_address, 'None, "auto" or a Ray address')
+    per_runner = c.num_envs_per_env_runner
+    if per_runner is None:
+        if c.num_env_runners and c.num_envs % c.num_env_runners:
+            checks.fail(owner, "num_envs", c.num_envs, f"a multiple of num_env_runners="
+                        f"{c.num_env_runners} (each remote runner steps an equal share)")
+        return
+    checks.check_int(owner, "num_envs_per_env_runner", per_runner, 1)
+    if c.num_env_runners == 0:
+        checks.fail(owner, "num_envs_per_env_runner", per_runner,
+                    "None without remote runners (num_env_runners=0)")
+    if per_runner * c.num_env_runners != c.num_envs:
+        checks.fail(owner, "num_envs_per_env_runner", per_runner,
+                    f"num_envs / num_env_runners = {c.num_envs} / {c.num_env_runners} "
+                    "(num_envs counts every runner's envs)")

@@ -1,28 +1,40 @@
 """The gymnasium loop: envs stepped on the host, the buffer and the learner on the device.
 
-The host steps a GymRunner in blocks of `config.host_block_steps` iterations, acting
-with the policy and observation statistics of the block's start; the block's rows then
-reach the device in one transfer, and one jitted call unpacks them, updates the
-statistics, and runs `iteration.absorb` for each iteration (adds and gradient steps).
-The observation statistics live in `TrainState.runner`.
+The env runner (`host_runner(config)`: an EnvRunner in this process, or Ray actors
+when `config.num_env_runners > 0`) samples blocks of `config.host_block_steps`
+iterations, acting with the policy and observation statistics of the block's start;
+the block's rows then reach the device in one transfer, and one jitted call unpacks
+them, updates the statistics, and runs `iteration.absorb` for each iteration (adds and
+gradient steps). The observation statistics live in `TrainState.runner`.
+
+A resumed run's envs restart: before its first new row, the restored buffer's running
+episodes end, truncated, at their last stored steps, and the runner's first rows are
+NEXT_STEP reset rows from the buffer's `last_next_obs` (no transition spans the restart).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import numpy as np
 
+from jaxsac import connectors, envs, replay
 from jaxsac.config import SACConfig
 from jaxsac.evaluation import evaluate_gymnasium
 from jaxsac.iteration import absorb
 from jaxsac.learner import METRICS as LEARNER_METRICS
 from jaxsac.metrics import nan_learner_metrics, period_row
 from jaxsac.program import TrainState, act, eval_key, host_program, init_state, iteration_keys
-from jaxsac.runners import GymRunner, random_act_fn
+from jaxsac.runners import EnvRunner, GymRunner, RayEnvRunners, random_act_fn
 from jaxsac.schedule import Phase, iterations_per_period, segments
+
+ACTING = {Phase.WARMUP: "random", Phase.FIRST_UPDATE: "random", Phase.LEARN: "policy"}
+"""The acting function of each phase (see `acting_functions`)."""
+
+HostRunner = EnvRunner | RayEnvRunners
 
 
 def stack_rows(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
@@ -32,8 +44,43 @@ def stack_rows(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     return {k: np.stack([np.asarray(r[k]) for r in rows]) for k in rows[0]}
 
 
+def acting_functions(config: SACConfig, obs_dim: int, actions: connectors.ModuleActions
+                     ) -> dict[str, Callable]:
+    """The jitted acting functions of the gymnasium loop, by name: "policy" (the
+    stochastic policy) and "random" (uniform warm-up actions), each
+    `(actor_params, obs_stats, raw_obs [T, obs_dim], root, iteration) -> module actions
+    [T, ...]` with the iteration's acting key. Runners in other processes build theirs
+    with this function too (it is what `EnvRunner`'s `acting` factory calls)."""
+    program = host_program(config, obs_dim, actions)
+
+    def policy(actor_params, obs_stats, raw_obs, root, iteration):
+        return act(program, actor_params, obs_stats, raw_obs,
+                   iteration_keys(root, iteration)[0])
+
+    def random(actor_params, obs_stats, raw_obs, root, iteration):
+        return random_act_fn(program.actions)(raw_obs, iteration_keys(root, iteration)[0])
+
+    return {"policy": jax.jit(policy), "random": jax.jit(random)}
+
+
+def host_runner(config: SACConfig) -> HostRunner:
+    """The env runner of a gymnasium run: its `num_envs` envs in this process, or spread
+    over `num_env_runners` Ray actors."""
+    acting = functools.partial(acting_functions, config)
+    if config.num_env_runners == 0:
+        return EnvRunner(GymRunner(config.env_id, config.num_envs, config.vectorization,
+                                   config.max_env_restarts, config.seed), acting)
+    return RayEnvRunners(
+        envs.make(config.env_id, backend="gymnasium"), config.num_env_runners,
+        config.envs_per_env_runner, acting, vectorization=config.vectorization,
+        max_env_restarts=config.max_env_restarts, seed=config.seed,
+        sample_timeout_s=config.sample_timeout_s,
+        max_env_runner_restarts=config.max_env_runner_restarts, address=config.ray_address)
+
+
 class HostLoop:
-    """Trains `config` on gymnasium envs stepped by `runner` (one seed).
+    """Trains `config` on gymnasium envs stepped by `runner` (one seed; see
+    `host_runner`).
 
     init(key) -> the initial TrainState (`runner` field: observation statistics after
         the envs' first observations).
@@ -49,19 +96,10 @@ class HostLoop:
         """Envs rebuilt after a fault so far."""
         return self.runner.num_env_restarts
 
-    def __init__(self, config: SACConfig, runner: GymRunner):
+    def __init__(self, config: SACConfig, runner: HostRunner):
         self.runner = runner
-        self.program = program = host_program(config, runner.obs_dim, runner.actions)
-
-        def policy(actor_params, obs_stats, raw_obs, root, iteration):
-            return act(program, actor_params, obs_stats, raw_obs,
-                       iteration_keys(root, iteration)[0])
-
-        def random(actor_params, obs_stats, raw_obs, root, iteration):
-            return random_act_fn(program.actions)(raw_obs, iteration_keys(root, iteration)[0])
-
-        self._act = {Phase.LEARN: jax.jit(policy), Phase.WARMUP: jax.jit(random),
-                     Phase.FIRST_UPDATE: jax.jit(random)}
+        self.program = host_program(config, runner.rows.obs_dim, runner.rows.actions)
+        self._started = False
         self._blocks: dict[tuple[Phase, int], Callable] = {}
         self._learner_metrics: list[dict[str, np.ndarray]] = []
 
@@ -78,7 +116,7 @@ class HostLoop:
             to_module = self.program.env_to_module
 
             def run(state, rows):
-                steps, episodes = self.runner.unpack(rows)
+                steps, episodes = self.runner.rows.unpack(rows)
                 obs_stats = jax.lax.scan(
                     lambda stats, next_obs: (to_module.update(stats, next_obs), None),
                     state.runner, steps.next_obs)[0]
@@ -99,25 +137,33 @@ class HostLoop:
 
     def run_chunk(self, state: TrainState, start: int, stop: int):
         """Log periods [start, stop): (state, metrics rows stacked [stop - start])."""
+        if not self._started:
+            state = self._restart_envs(state)
         rows = []
         for period in range(start, stop):
             state, row = self.run_period(state, period)
             rows.append(row)
         return state, stack_rows(rows)
 
+    def _restart_envs(self, state: TrainState) -> TrainState:
+        """Before the first block: a state whose buffer holds rows (a resumed run) ends
+        their running episodes, and the fresh envs start with reset rows from them."""
+        self._started = True
+        if not int(state.buffer.filled_slots):
+            return state
+        self.runner.resume_from(np.asarray(state.buffer.last_next_obs))
+        return state.replace(buffer=jax.jit(replay.end_episodes, static_argnums=1)(
+            state.buffer, self.runner.num_envs))
+
     def run(self, state: TrainState, phase: Phase, count: int) -> TrainState:
         """`count` iterations of `phase`, in blocks of at most host_block_steps."""
         block_steps = self.program.config.host_block_steps
         iteration = int(state.iteration)
-        act_fn = self._act[phase]
         stop = iteration + count
         while iteration < stop:
             size = min(block_steps, stop - iteration)
-            rows = np.empty((size, self.runner.num_envs, self.runner.packed_width), np.float32)
-            for i in range(size):
-                action = act_fn(state.learner.actor_params, state.runner, self.runner.raw_obs,
-                                state.key, iteration + i)
-                rows[i] = self.runner.step_packed(action)
+            rows = self.runner.sample(ACTING[phase], state.learner.actor_params, state.runner,
+                                      state.key, iteration, size)
             state, metrics = self.block(phase, size)(state, rows)
             if phase is not Phase.WARMUP:
                 self._learner_metrics.append(metrics)
@@ -144,4 +190,5 @@ class HostLoop:
             episodes={k: np.asarray(v).item() for k, v in state.episodes.summary().items()},
             eval_return=float(np.mean(returns[~dropped])) if not dropped.all() else np.nan,
             host_faults={"env_restarts": self.runner.num_env_restarts,
+                         "env_runner_restarts": self.runner.num_env_runner_restarts,
                          "eval_failures": int(dropped.sum())})

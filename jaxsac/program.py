@@ -23,7 +23,7 @@ from jaxsac.config import SACConfig
 from jaxsac.learner import Hyperparams, Learner, LearnerState, make_learner, stacked_learner
 from jaxsac.metrics import empty_episode_stats
 from jaxsac.replay import ReplayBuffer, ReplayState
-from jaxsac.runners import JaxRunner, make_jax_runner
+from jaxsac.runners import JaxRunner, check_ray_installed, make_jax_runner
 from jaxsac.schedule import validate_schedule
 from jaxsac.types import Step
 
@@ -107,6 +107,13 @@ def _validate_agents(config: SACConfig) -> None:
 def validate(config: SACConfig, placement: sharding.Placement | None = None) -> str:
     """Errors for configs no run can honour, naming the fields; returns the backend."""
     backend = envs.resolve_backend(config.env_id, config.backend, owner="SACConfig")
+    if config.num_env_runners:
+        if backend != "gymnasium":
+            raise ValueError(f"SACConfig.num_env_runners={config.num_env_runners} needs "
+                             f"gymnasium envs, but env_id={config.env_id!r} runs on the JAX "
+                             "backend (inside the compiled program); set backend='gymnasium' "
+                             "or num_env_runners=0")
+        check_ray_installed(f"SACConfig.num_env_runners={config.num_env_runners}")
     _validate_agents(config)
     multi_agent = envs.is_multi_agent(config.env_id)
     if multi_agent and placement is not None:

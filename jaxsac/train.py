@@ -22,12 +22,11 @@ import numpy as np
 from jaxsac import checkpoint, checks, sharding
 from jaxsac.config import SACConfig
 from jaxsac.envs import EnvFailureError
-from jaxsac.host_loop import HostLoop, stack_rows
+from jaxsac.host_loop import HostLoop, host_runner, stack_rows
 from jaxsac.learner import LearnerState
 from jaxsac.logger import RunLogger
 from jaxsac.loop import jax_loop
 from jaxsac.program import TrainState, run_keys, validate
-from jaxsac.runners import GymRunner
 from jaxsac.schedule import log_chunks, num_periods
 
 Callback = Callable[[dict[str, np.ndarray], TrainState], Any]
@@ -106,8 +105,7 @@ def train(config: SACConfig, num_seeds: int = 1, progress: bool = True,
         raise ValueError(f"train: num_seeds={num_seeds} needs a JAX env; {config.env_id!r} "
                          "runs on gymnasium, one seed per process")
     _check_one_device(config, mesh)
-    runner = GymRunner(config.env_id, config.num_envs, config.vectorization,
-                       config.max_env_restarts, config.seed)
+    runner = host_runner(config)
     try:
         return run_log_periods(config, HostLoop(config, runner), jax.random.key(config.seed),
                                1, progress, callback)

@@ -42,3 +42,30 @@ def assert_gradients_routed(learner, params, target_critic_params, batch, key) -
     assert not is_zero(actor_grads.actor_params)
     assert is_zero(alpha_grads.actor_params) and is_zero(alpha_grads.critic_params)
     assert not is_zero(alpha_grads.log_alpha)
+
+
+def buffer_rows(buffer, num_envs: int) -> dict[str, np.ndarray]:
+    """A one-shard ReplayState's rows per env, oldest first, as numpy: obs [E, T, d],
+    reward [E, T], flags [E, T] and next_obs [E, T, d] (the next row's obs, or
+    last_next_obs after the newest row); T = the slots written (no ring wrap-around)."""
+    slots = int(buffer.filled_slots)
+    assert slots < np.asarray(buffer.flags).shape[0] // num_envs, "the ring wrapped around"
+
+    def per_env(x):
+        x = np.asarray(x)[:slots * num_envs]
+        return np.swapaxes(x.reshape(slots, num_envs, *x.shape[1:]), 0, 1)
+    obs = per_env(buffer.obs)
+    next_obs = np.concatenate([obs[:, 1:], np.asarray(buffer.last_next_obs)[:, None]], axis=1)
+    return {"obs": obs, "reward": per_env(buffer.reward), "flags": per_env(buffer.flags),
+            "next_obs": next_obs}
+
+
+def assert_counter_transitions_are_real(rows: dict[str, np.ndarray], not_a_start: int) -> None:
+    """Every row a transition can start at (flags without `not_a_start` bits) is a step
+    of tests.ray_envs.CounterEnv: step and lifetime counters one up, the same draw, and
+    reward = the new step count."""
+    start = (rows["flags"] & not_a_start) == 0
+    obs, next_obs = rows["obs"][start], rows["next_obs"][start]
+    np.testing.assert_array_equal(next_obs[:, :2], obs[:, :2] + 1)
+    np.testing.assert_array_equal(next_obs[:, 2], obs[:, 2])
+    np.testing.assert_array_equal(rows["reward"][start], next_obs[:, 0])

@@ -16,7 +16,7 @@ import jaxsac.envs as envs
 from jaxsac import connectors
 from jaxsac.config import SACConfig
 from jaxsac.envs import EnvFailureError
-from jaxsac.host_loop import HostLoop
+from jaxsac.host_loop import HostLoop, host_runner
 from jaxsac.runners import GymRunner, make_jax_runner, random_act_fn
 from jaxsac.schedule import Phase
 from jaxsac.types import Step
@@ -198,9 +198,12 @@ def test_host_loop_keeps_running_obs_statistics_of_every_observation():
     config = SACConfig(env_id="Pendulum-v1", backend="gymnasium", num_envs=3,
                        normalize_obs=True, host_block_steps=2, buffer_capacity=30,
                        batch_size=4)
-    with GymRunner("Pendulum-v1", num_envs=3, seed=0) as runner:
+    runner = host_runner(config)
+    try:
         loop = HostLoop(config, runner)
         state = loop.run(loop.init(jax.random.key(0)), Phase.WARMUP, 5)
+    finally:
+        runner.close()
     # The buffer holds each iteration's obs [slot * E + env]; the obs after the last
     # iteration are its last_next_obs.
     obs = np.asarray(state.buffer.obs[:15]).reshape(5, 3, 3)

@@ -17,7 +17,7 @@ import pytest
 import jaxsac
 from jaxsac import checkpoint
 from jaxsac.envs import EnvDataError, EnvFailureError
-from jaxsac.replay.state import FAILED, NOT_A_START, TERMINATED, TRUNCATED
+from jaxsac.replay.state import FAILED, NOT_A_START, RESET, TERMINATED, TRUNCATED
 from jaxsac.runners import GymRunner
 from tests.conftest import (
     EARLY_FAULT_ENV_ID,
@@ -26,7 +26,8 @@ from tests.conftest import (
     RECURRING_FAULT_ENV_ID,
     FaultyEnv,
 )
-from tests.helpers import TINY
+from tests.helpers import TINY, assert_counter_transitions_are_real, buffer_rows
+from tests.ray_envs import COUNTER_ENV_ID
 
 GAMMA = 0.9
 
@@ -236,3 +237,28 @@ def test_an_empty_manifest_gives_one_clear_error_and_no_tracebacks(saved_run, tm
                           timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert "empty file 600/learner/manifest.ocdbt" in done.stdout
     assert "Traceback" not in done.stderr
+
+
+def test_a_resumed_gymnasium_run_joins_no_transition_across_the_restart(tmp_path):
+    """The envs restart on resume: the episodes running at the checkpoint end, truncated,
+    at their last stored steps, and the first new rows are NEXT_STEP reset rows from
+    there, so no stored transition leads from an old episode into a fresh env."""
+    config = jaxsac.SACConfig(
+        env_id=COUNTER_ENV_ID, backend="gymnasium", num_envs=2, hidden_sizes=(16, 16),
+        batch_size=8, buffer_capacity=1_000, learning_starts=20, log_every=20,
+        total_env_steps=60, host_block_steps=4, eval_episodes=1,
+        checkpoint_dir=str(tmp_path))
+    first = jaxsac.train(config, progress=False)
+    last_next_obs = np.asarray(first.state.buffer.last_next_obs)
+    result = jaxsac.train(config.replace(total_env_steps=120, resume=True), progress=False)
+    rows = buffer_rows(result.state.buffer, num_envs=2)
+    flags, obs = rows["flags"], rows["obs"]
+    assert_counter_transitions_are_real(rows, NOT_A_START)
+    # 30 iterations before the checkpoint; episodes of 7 steps and a reset row, so
+    # iteration 29 is the 6th step of an episode.
+    np.testing.assert_array_equal(obs[:, 29, 0], [5, 5])
+    assert np.all(flags[:, 29] & TRUNCATED) and not np.any(flags[:, 29] & TERMINATED)
+    assert np.all(flags[:, 30] & RESET)
+    np.testing.assert_array_equal(obs[:, 30], last_next_obs)
+    np.testing.assert_array_equal(obs[:, 31, :2], np.zeros((2, 2)))  # the fresh envs
+    assert not np.any(flags[:, 31] & NOT_A_START)

@@ -19,11 +19,10 @@ import jax
 import jax.numpy as jnp
 
 import jaxsac
-from jaxsac.host_loop import HostLoop
+from jaxsac.host_loop import HostLoop, host_runner
 from jaxsac.learner import Hyperparams
 from jaxsac.loop import run_period, run_steady_period
 from jaxsac.program import build_program, init_state
-from jaxsac.runners import GymRunner
 
 
 def bench_config(**changes) -> jaxsac.SACConfig:
@@ -70,7 +69,7 @@ def bench_jax(num_seeds: int, periods: int) -> dict:
 
 def bench_gymnasium(periods: int) -> dict:
     config = bench_config(backend="gymnasium")
-    runner = GymRunner(config.env_id, config.num_envs, seed=0)
+    runner = host_runner(config)
     try:
         loop = HostLoop(config, runner)
         state = loop.init(jax.random.key(0))

@@ -16,7 +16,7 @@ run).
 from jaxsac.replay.episode import UNIFORM_CANDIDATES, episode_buffer, scheduled_beta
 from jaxsac.replay.sharded import shard_weight_scale, sharded_buffer
 from jaxsac.replay.stacked import stacked_buffer
-from jaxsac.replay.state import ReplayBuffer, ReplayState
+from jaxsac.replay.state import ReplayBuffer, ReplayState, end_episodes
 from jaxsac.replay.sum_tree import TREE_ARITY
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "UNIFORM_CANDIDATES",
     "ReplayBuffer",
     "ReplayState",
+    "end_episodes",
     "episode_buffer",
     "scheduled_beta",
     "shard_weight_scale",

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 from flax import struct
 
 from jaxsac.types import Batch, Step
@@ -67,3 +68,18 @@ class ReplayBuffer(NamedTuple):
     update_priorities: Callable[[ReplayState, jax.Array, jax.Array], ReplayState]
     can_sample: Callable[[ReplayState], jax.Array]
 
+
+
+def end_episodes(state: ReplayState, num_envs: int) -> ReplayState:
+    """`state` with each env's newest row marked TRUNCATED unless it ended its episode
+    already: the episodes that were running stop at their last stored step, whose next
+    observation stays `last_next_obs`, and the next row of each env is a reset row. For
+    a run whose envs restart (a resumed gymnasium run), before its first new row, which
+    must be a NEXT_STEP reset row from `last_next_obs` (`GymRunner.resume_from`).
+    One buffer of `num_envs` envs (no shard or module axis); unchanged when empty."""
+    ring = state.flags.shape[0] // num_envs
+    newest = (state.write_slot - 1) % ring * num_envs + jnp.arange(num_envs)
+    flags = state.flags[newest]
+    running = (state.filled_slots > 0) & ((flags & DONE) == 0)
+    ended = jnp.where(running, flags | TRUNCATED, flags).astype(state.flags.dtype)
+    return state.replace(flags=state.flags.at[newest].set(ended))

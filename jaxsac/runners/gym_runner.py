@@ -9,7 +9,6 @@ import functools
 from typing import Any
 
 import gymnasium
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -44,6 +43,70 @@ def _failed_in(infos: dict[str, Any], num_envs: int) -> np.ndarray:
     return np.asarray(infos.get("_env_failure", np.zeros(num_envs, bool)), bool)
 
 
+class PackedRows:
+    """How a runner's steps travel to the device: each env's `Step` and `EpisodeInfo` of
+    one iteration in one float32 row of `width` columns (obs, action, reward, terminated,
+    truncated, next_obs, episode return, episode length, failed), so that a block of
+    iterations reaches the device in one transfer. Bools are 0/1 and episode lengths
+    below 2**24 are exact in float32."""
+
+    def __init__(self, obs_dim: int, actions: connectors.ModuleActions):
+        self.obs_dim = obs_dim
+        self.actions = actions
+
+    @property
+    def width(self) -> int:
+        return 2 * self.obs_dim + self.actions.columns + 6
+
+    def pack(self, obs, action, reward, terminated, truncated, next_obs,
+             episodes: EpisodeInfo, failed) -> np.ndarray:
+        """[E] fields of one iteration (obs and next_obs [E, obs_dim], action [E, *shape])
+        -> rows [E, width] float32."""
+        num_envs = len(obs)
+        return np.concatenate(
+            [obs, np.reshape(action, (num_envs, -1)), reward[:, None], terminated[:, None],
+             truncated[:, None], next_obs, episodes.episode_return[:, None],
+             episodes.episode_length[:, None], failed[:, None]], axis=1, dtype=np.float32)
+
+    def lost(self, last_obs: np.ndarray, episode_return: np.ndarray,
+             episode_length: np.ndarray, num_rows: int) -> np.ndarray:
+        """[num_rows, E, width]: failed rows for E envs whose steps were lost with their
+        runner (its process died). Each holds no env step: obs = next_obs = the env's
+        last stored observation `last_obs` [E, obs_dim], action 0, reward 0, truncated.
+        The first ends the running episode (`episode_return`, `episode_length` [E]: its
+        real steps) at its last stored step, as the gymnasium runner's failed rows do."""
+        num_envs = len(last_obs)
+        zeros, ones = np.zeros(num_envs, np.float32), np.ones(num_envs, np.float32)
+        ended = EpisodeInfo(done=episode_length > 0, episode_return=episode_return,
+                            episode_length=episode_length)
+        none = EpisodeInfo(done=zeros > 0, episode_return=zeros, episode_length=zeros)
+        action = np.zeros((num_envs, self.actions.columns), np.float32)
+        return np.stack([self.pack(last_obs, action, zeros, zeros, ones, last_obs,
+                                   ended if i == 0 else none, ones)
+                         for i in range(num_rows)])
+
+    def unpack(self, packed: Any) -> tuple[Step, EpisodeInfo]:
+        """Rows [..., E, width] -> (Step, EpisodeInfo) with leading axes [..., E]: numpy
+        arrays for a numpy `packed`, else jax arrays. Pure and jittable (the gymnasium
+        loop unpacks a whole block of rows inside its jitted call)."""
+        d, a = self.obs_dim, self.actions.columns
+        xp = np if isinstance(packed, np.ndarray) else jnp
+        columns = np.cumsum([d, a, 1, 1, 1, d, 1, 1])
+        (obs, action, reward, terminated, truncated, next_obs, episode_return, episode_length,
+         failed) = xp.split(packed, columns, axis=-1)
+        terminated, truncated = terminated[..., 0] > 0, truncated[..., 0] > 0
+        episode_length = episode_length[..., 0].astype(np.int32)
+        transition = Step(obs=obs, action=self.actions.from_columns(action),
+                          reward=reward[..., 0], terminated=terminated, truncated=truncated,
+                          next_obs=next_obs, failed=failed[..., 0] > 0)
+        # An episode ended at this row when it had real steps (episode_length is the
+        # finished episode's length, 0 elsewhere).
+        episodes = EpisodeInfo(done=(terminated | truncated) & (episode_length > 0),
+                               episode_return=episode_return[..., 0],
+                               episode_length=episode_length)
+        return transition, episodes
+
+
 class GymRunner:
     """Steps `num_envs` gymnasium envs in a vector env; same `Step` stream as the JAX runner.
 
@@ -51,7 +114,11 @@ class GymRunner:
         `jaxsac.envs.make(env_id, backend="gymnasium")`.
     vectorization: "sync" (`SyncVectorEnv`, one process) or "async" (`AsyncVectorEnv`,
         one spawned process per env).
-    seed: env i's first reset uses seed + i, so the same seed gives the same stream.
+    seed: env i's first reset uses seed + first_env_index + i, so the same seed gives the
+        same stream.
+    first_env_index: the run's index of env 0 (a remote runner steps the run's envs
+        first_env_index ... first_env_index + num_envs - 1): envs are seeded and named by
+        it, so N runners of E envs seed their envs as one runner of N·E does.
     flatten_structured_obs: wrap each env in gymnasium's `FlattenObservation`, the
         flattening connector that Dict / Tuple / Discrete observations need.
 
@@ -78,8 +145,9 @@ class GymRunner:
     def __init__(self, env_id: str | GymEnvFactory, num_envs: int, vectorization: str = "sync",
                  max_env_restarts: int = 3, seed: int = 0,
                  env_kwargs: dict[str, Any] | None = None,
-                 flatten_structured_obs: bool = False):
+                 flatten_structured_obs: bool = False, first_env_index: int = 0):
         checks.check_int("GymRunner", "num_envs", num_envs, 1)
+        checks.check_int("GymRunner", "first_env_index", first_env_index, 0)
         checks.check_choice("GymRunner", "vectorization", vectorization, VECTORIZATIONS)
         checks.check_int("GymRunner", "max_env_restarts", max_env_restarts, 0)
         checks.check_int("GymRunner", "seed", seed, 0)
@@ -96,8 +164,10 @@ class GymRunner:
 
         self.env_id = factory.env_id
         self.num_envs = num_envs
-        env_fns = [functools.partial(_make_sub_env, factory, i, max_env_restarts, seed,
-                                     flatten_structured_obs) for i in range(num_envs)]
+        self.first_env_index = first_env_index
+        env_fns = [functools.partial(_make_sub_env, factory, first_env_index + i,
+                                     max_env_restarts, seed, flatten_structured_obs)
+                   for i in range(num_envs)]
         autoreset = gymnasium.vector.AutoresetMode.NEXT_STEP
         if vectorization == "sync":
             self._vec_env = gymnasium.vector.SyncVectorEnv(env_fns, autoreset_mode=autoreset)
@@ -108,40 +178,42 @@ class GymRunner:
         self.action_space = self._vec_env.single_action_space
         self.obs_dim = connectors.flat_obs_dim(self.observation_space)
         self.actions = connectors.module_actions(self.action_space, f"env {self.env_id!r}")
+        self.rows = PackedRows(self.obs_dim, self.actions)
 
-        obs, infos = self._vec_env.reset(seed=seed)
+        obs, infos = self._vec_env.reset(seed=seed + first_env_index)
         self.num_env_restarts = _restarts_in(infos)
         self._obs = connectors.flatten_obs(np.asarray(obs))
         self._needs_reset = np.zeros(num_envs, bool)
         self._episode_return = np.zeros(num_envs, np.float64)
         self._episode_length = np.zeros(num_envs, np.int64)
+        self._resume_obs: np.ndarray | None = None
 
     @property
     def packed_width(self) -> int:
-        """Columns of a `step_packed` row: obs, action, reward, terminated, truncated,
-        next_obs, episode return, episode length, failed."""
-        return 2 * self.obs_dim + self.actions.columns + 6
+        """Columns of a `step_packed` row (see `PackedRows`)."""
+        return self.rows.width
 
-    def unpack(self, packed: jax.Array) -> tuple[Step, EpisodeInfo]:
-        """Rows of `step_packed`, [..., E, packed_width] -> (Step, EpisodeInfo) with
-        leading axes [..., E]: numpy arrays for a numpy `packed`, else jax arrays. Pure and
-        jittable (the gymnasium loop unpacks a whole block of rows inside its jitted call)."""
-        d, a = self.obs_dim, self.actions.columns
-        xp = np if isinstance(packed, np.ndarray) else jnp
-        columns = np.cumsum([d, a, 1, 1, 1, d, 1, 1])
-        (obs, action, reward, terminated, truncated, next_obs, episode_return, episode_length,
-         failed) = xp.split(packed, columns, axis=-1)
-        terminated, truncated = terminated[..., 0] > 0, truncated[..., 0] > 0
-        episode_length = episode_length[..., 0].astype(np.int32)
-        transition = Step(obs=obs, action=self.actions.from_columns(action),
-                          reward=reward[..., 0], terminated=terminated, truncated=truncated,
-                          next_obs=next_obs, failed=failed[..., 0] > 0)
-        # An episode ended at this row when it had real steps (episode_length is the
-        # finished episode's length, 0 elsewhere).
-        episodes = EpisodeInfo(done=(terminated | truncated) & (episode_length > 0),
-                               episode_return=episode_return[..., 0],
-                               episode_length=episode_length)
-        return transition, episodes
+    def unpack(self, packed: Any) -> tuple[Step, EpisodeInfo]:
+        """Rows of `step_packed` -> (Step, EpisodeInfo) (see `PackedRows.unpack`)."""
+        return self.rows.unpack(packed)
+
+    @property
+    def episode_sums(self) -> tuple[np.ndarray, np.ndarray]:
+        """(return [E] float64, length [E] int64) of each env's running episode: its real
+        steps so far (0 and 0 right after an episode ended)."""
+        return self._episode_return.copy(), self._episode_length.copy()
+
+    def resume_from(self, obs: np.ndarray) -> None:
+        """Makes the next `step_packed` call emit NEXT_STEP reset rows from `obs`
+        [E, obs_dim] (where each env's previous episode stopped: a restored buffer's
+        `last_next_obs`, or a lost runner's last observations) to the envs' current
+        observations, without stepping the envs: the envs restarted, and their previous
+        episodes end, truncated, at the last steps stored."""
+        obs = np.asarray(obs, np.float32)
+        if obs.shape != self._obs.shape:
+            raise ValueError(f"GymRunner.resume_from: obs of shape {obs.shape}; expected "
+                             f"(num_envs, obs_dim) = {self._obs.shape}")
+        self._resume_obs = obs
 
     @property
     def raw_obs(self) -> np.ndarray:
@@ -156,6 +228,8 @@ class GymRunner:
         if action.shape != expected:
             raise ValueError(f"GymRunner.step_packed: actions of shape {action.shape}; expected "
                              f"(num_envs, *action shape) = {expected}")
+        if self._resume_obs is not None:
+            return self._reset_rows_after_resume(action)
         next_obs, reward, terminated, truncated, infos = self._vec_env.step(
             self.actions.to_env(action))
         self.num_env_restarts += _restarts_in(infos)
@@ -166,13 +240,22 @@ class GymRunner:
         not_a_step = self._needs_reset | failed
         self._episode_return, self._episode_length, episodes = bookkeeping(
             self._episode_return, self._episode_length, reward, not_a_step, done, np)
-        packed = np.concatenate(
-            [self._obs, action.reshape(self.num_envs, -1), reward[:, None],
-             terminated[:, None], truncated[:, None], next_obs,
-             episodes.episode_return[:, None], episodes.episode_length[:, None],
-             failed[:, None]], axis=1, dtype=np.float32)
+        packed = self.rows.pack(self._obs, action, reward, terminated, truncated, next_obs,
+                                episodes, failed)
         self._obs = next_obs
         self._needs_reset = done
+        return packed
+
+    def _reset_rows_after_resume(self, action: np.ndarray) -> np.ndarray:
+        """The NEXT_STEP reset rows of `resume_from`: from its obs to the envs' current
+        observations, no env step (reward 0, not done)."""
+        no, zeros = np.zeros(self.num_envs, bool), np.zeros(self.num_envs)
+        self._episode_return[:] = 0
+        self._episode_length[:] = 0
+        packed = self.rows.pack(self._resume_obs, action, zeros, no, no, self._obs,
+                                EpisodeInfo(no, zeros, zeros), no)
+        self._resume_obs = None
+        self._needs_reset = no
         return packed
 
     def close(self) -> None:
