@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import gymnasium
 import numpy as np
@@ -13,6 +14,7 @@ import numpy as np
 COUNTER_ENV_ID = "jaxsac_test/Counter-v0"
 DIES_ONCE_ENV_ID = "jaxsac_test/CounterDiesOnce-v0"
 ALWAYS_DIES_ENV_ID = "jaxsac_test/CounterAlwaysDies-v0"
+HANGS_ONCE_ENV_ID = "jaxsac_test/CounterHangsOnce-v0"
 COUNTER_EPISODE_STEPS = 7
 DEATH_STEP = 34
 """The lifetime step at which the dying counters kill their own process."""
@@ -29,14 +31,17 @@ class CounterEnv(gymnasium.Env):
     die_at_step: kill this process (SIGKILL, as a crash would) on that lifetime step,
     when the first reset was seeded with `die_env_seed` (any seed when None), unless this
     is the test's own process (which evaluates the policy on these envs too).
+    hang: on that step, hang for an hour instead (a runner that stops answering).
     """
 
     observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (3,), np.float32)
     action_space = gymnasium.spaces.Box(-1.0, 1.0, (1,), np.float32)
 
-    def __init__(self, die_at_step: int | None = None, die_env_seed: int | None = None):
+    def __init__(self, die_at_step: int | None = None, die_env_seed: int | None = None,
+                 hang: bool = False):
         self.die_at_step = die_at_step
         self.die_env_seed = die_env_seed
+        self.hang = hang
         self.first_seed = None
         self.lifetime_steps = 0
         self.t = 0
@@ -58,6 +63,8 @@ class CounterEnv(gymnasium.Env):
         dies = (self.die_env_seed is None or self.first_seed == self.die_env_seed) and (
             os.getpid() != TEST_PROCESS)
         if dies and self.lifetime_steps == self.die_at_step:
+            if self.hang:
+                time.sleep(3600)
             os.kill(os.getpid(), signal.SIGKILL)
         self.t += 1
         return self._obs(), float(self.t), False, False, {}
@@ -66,7 +73,9 @@ class CounterEnv(gymnasium.Env):
 def _register() -> None:
     for env_id, kwargs in ((COUNTER_ENV_ID, {}),
                            (DIES_ONCE_ENV_ID, {"die_at_step": DEATH_STEP, "die_env_seed": 0}),
-                           (ALWAYS_DIES_ENV_ID, {"die_at_step": DEATH_STEP})):
+                           (ALWAYS_DIES_ENV_ID, {"die_at_step": DEATH_STEP}),
+                           (HANGS_ONCE_ENV_ID, {"die_at_step": DEATH_STEP, "die_env_seed": 0,
+                                                "hang": True})):
         if env_id not in gymnasium.registry:
             gymnasium.register(env_id, entry_point="tests.ray_envs:CounterEnv", kwargs=kwargs,
                                max_episode_steps=COUNTER_EPISODE_STEPS,

@@ -15,7 +15,7 @@ from jaxsac import checkpoint
 from jaxsac.envs import EnvFailureError
 from jaxsac.replay.state import FAILED, NOT_A_START, RESET, TRUNCATED
 from tests.helpers import assert_counter_transitions_are_real, buffer_rows, leaves_equal
-from tests.ray_envs import ALWAYS_DIES_ENV_ID, DEATH_STEP, DIES_ONCE_ENV_ID
+from tests.ray_envs import ALWAYS_DIES_ENV_ID, DEATH_STEP, DIES_ONCE_ENV_ID, HANGS_ONCE_ENV_ID
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 COUNTER_RUN = dict(backend="gymnasium", num_envs=4, num_env_runners=2, hidden_sizes=(16, 16),
@@ -80,6 +80,16 @@ def test_a_runner_killed_mid_block_is_replaced_and_its_envs_lose_only_that_block
     # The failed rows hold env 0's last stored observation: 32 steps into its life; its
     # 33rd step went with the lost block, and its 34th killed the process.
     assert obs[0, 36, 1] == DEATH_STEP - 2
+
+
+def test_a_runner_that_stops_answering_is_replaced_after_sample_timeout_s(ray_cluster):
+    config = jaxsac.SACConfig(env_id=HANGS_ONCE_ENV_ID, sample_timeout_s=10.0,
+                              **{**COUNTER_RUN, "total_env_steps": 160})
+    result = jaxsac.train(config, progress=False)
+    np.testing.assert_array_equal(result.metrics["env_runner_restarts"], [0, 1])
+    flags = buffer_rows(result.state.buffer, num_envs=4)["flags"]
+    np.testing.assert_array_equal(np.flatnonzero(flags[0] & FAILED), np.arange(36, 40))
+    assert not np.any(flags[2:] & FAILED)
 
 
 def test_a_runner_that_keeps_dying_stops_the_run_after_a_checkpoint(ray_cluster, tmp_path):
