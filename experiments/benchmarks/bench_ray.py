@@ -63,6 +63,7 @@ def measure(num_runners: int, num_envs: int, block_steps: int, blocks: int,
                                  block_steps)
             seconds.append(time.perf_counter() - begin)
             iteration += block_steps
+        broadcast_bytes = payload_bytes((params, stats))  # before the loop donates them
         state = jax.block_until_ready(loop.run(state, Phase.FIRST_UPDATE, 1))
         state = jax.block_until_ready(loop.run(state, Phase.LEARN, block_steps))  # compiles
         begin = time.perf_counter()
@@ -76,7 +77,7 @@ def measure(num_runners: int, num_envs: int, block_steps: int, blocks: int,
             "sample_env_steps_per_s": round(block_steps * num_envs / per_block, 1),
             "sample_s_per_block": round(per_block, 5),
             "train_env_steps_per_s": round(train_blocks * block_steps * num_envs / train_s, 1),
-            "broadcast_bytes_per_block": payload_bytes((params, stats)),
+            "broadcast_bytes_per_block": broadcast_bytes,
             "rows_bytes_per_block": int(rows.nbytes)}
 
 
