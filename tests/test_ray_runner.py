@@ -15,7 +15,13 @@ from jaxsac import checkpoint
 from jaxsac.envs import EnvFailureError
 from jaxsac.replay.state import FAILED, NOT_A_START, RESET, TRUNCATED
 from tests.helpers import assert_counter_transitions_are_real, buffer_rows, leaves_equal
-from tests.ray_envs import ALWAYS_DIES_ENV_ID, DEATH_STEP, DIES_ONCE_ENV_ID, HANGS_ONCE_ENV_ID
+from tests.ray_envs import (
+    ALWAYS_DIES_ENV_ID,
+    COUNTER_ENV_ID,
+    DEATH_STEP,
+    DIES_ONCE_ENV_ID,
+    HANGS_ONCE_ENV_ID,
+)
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 COUNTER_RUN = dict(backend="gymnasium", num_envs=4, num_env_runners=2, hidden_sizes=(16, 16),
@@ -48,6 +54,25 @@ def test_two_remote_runners_train_bit_for_bit_as_the_local_loop(ray_cluster):
     assert leaves_equal(local.state.runner, remote.state.runner)  # observation statistics
     np.testing.assert_array_equal(local.metrics["eval_return"], remote.metrics["eval_return"])
     np.testing.assert_array_equal(remote.metrics["env_runner_restarts"], [0, 0, 0])
+
+
+def test_a_resumed_run_with_remote_runners_is_the_resumed_local_run(ray_cluster, tmp_path):
+    """Checkpoint at 30 iterations (mid-episode), resume to 60: the envs restart in both,
+    and the remote runners give the local loop's bits, the restart rows included."""
+    config = jaxsac.SACConfig(env_id=COUNTER_ENV_ID,
+                              **{**COUNTER_RUN, "total_env_steps": 120, "log_every": 40})
+    results = []
+    for runners in (0, 2):
+        run = config.replace(num_env_runners=runners, checkpoint_dir=str(tmp_path / str(runners)))
+        jaxsac.train(run, progress=False)
+        results.append(jaxsac.train(run.replace(total_env_steps=240, resume=True),
+                                    progress=False))
+    local, remote = results
+    assert leaves_equal(local.state.learner, remote.state.learner)
+    assert leaves_equal(local.state.buffer, remote.state.buffer)
+    rows = buffer_rows(remote.state.buffer, num_envs=4)
+    assert_counter_transitions_are_real(rows, NOT_A_START)
+    assert np.all(rows["flags"][:, 30] & RESET) and np.all(rows["obs"][:, 31, :2] == 0)
 
 
 def test_a_runner_killed_mid_block_is_replaced_and_its_envs_lose_only_that_block(

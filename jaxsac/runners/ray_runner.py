@@ -64,7 +64,7 @@ class _RunnerActor:
                         first_env_index=first_env_index)
         self.runner = EnvRunner(gym, acting, total_envs)
         if resume_obs is not None:
-            gym.resume_from(resume_obs)
+            self.runner.resume_from(resume_obs)
 
     def pid(self) -> int:
         return os.getpid()
@@ -128,8 +128,10 @@ class RayEnvRunners:
 
     # ------------------------------------------------------------------ the interface
 
-    num_env_runner_restarts = property(lambda self: sum(self.restarts),
-                                       doc="Remote runners replaced so far.")
+    @property
+    def num_env_runner_restarts(self) -> int:
+        """Remote runners replaced so far."""
+        return sum(self.restarts)
 
     @property
     def num_env_restarts(self) -> int:
@@ -178,16 +180,17 @@ class RayEnvRunners:
 
     def resume_from(self, obs: np.ndarray) -> None:
         """Every runner emits NEXT_STEP reset rows from `obs` [N·E, obs_dim] first (see
-        `GymRunner.resume_from`)."""
+        `GymRunner.resume_from`); a runner lost before then ends its envs' episodes there."""
         self._get([a.resume_from.remote(obs[self._envs(r)])
                    for r, a in enumerate(self._actors)])
+        self._last_obs = np.array(obs, np.float32)
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Closes the runners' envs (waiting at most `timeout_s` for runners still
+        busy) and ends their actors."""
+        self._ray.wait([a.close.remote() for a in self._actors],
+                       num_returns=len(self._actors), timeout=timeout_s)
         for actor in self._actors:
-            try:
-                self._get(actor.close.remote())
-            except Exception:  # an actor that died cannot close its envs
-                pass
             self._ray.kill(actor)
 
     # ------------------------------------------------------------------ the rest
