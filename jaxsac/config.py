@@ -118,6 +118,12 @@ class SACConfig:
     log_std_bounds: tuple[float, float] | None = None
     """Box actions only: (min, max) the policy's log standard deviations are clipped
     to; None: (-5, 2)."""
+    action_noise_exponent: float = 0.0
+    """Box actions: β of the exploration noise's 1/f^β power spectrum: 0 white (SAC's
+    independent draws), 1 pink, 2 red; correlated noise explores sparse-reward tasks
+    (jaxsac.noise, docs/semantics.md "Exploration noise")."""
+    action_noise_horizon: int | None = None
+    """Iterations each colored noise sequence covers; None: the env's time limit."""
     n_step: int | tuple[int, int] = 1
     """n of n-step returns, or (n_min, n_max): each sample draws n from that range."""
     num_q: int = 2
@@ -289,6 +295,12 @@ def _validate(c: SACConfig) -> None:
                  "priority_eps"):
         checks.check_real(owner, name, getattr(c, name), 0.0, math.inf, open_low=True)
     checks.check_real(owner, "priority_alpha", c.priority_alpha, 0.0, math.inf)
+    checks.check_real(owner, "action_noise_exponent", c.action_noise_exponent, 0.0, math.inf)
+    if c.action_noise_horizon is not None:
+        checks.check_int(owner, "action_noise_horizon", c.action_noise_horizon, 2)
+        if not c.action_noise_exponent:
+            checks.fail(owner, "action_noise_horizon", c.action_noise_horizon,
+                        "None with white exploration noise (action_noise_exponent=0)")
     checks.check_real(owner, "priority_beta", c.priority_beta, 0.0, 1.0)
     if c.priority_beta_final is not None:
         checks.check_real(owner, "priority_beta_final", c.priority_beta_final, 0.0, 1.0)

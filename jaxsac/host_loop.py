@@ -27,7 +27,15 @@ from jaxsac.evaluation import evaluate_gymnasium
 from jaxsac.iteration import absorb
 from jaxsac.learner import METRICS as LEARNER_METRICS
 from jaxsac.metrics import nan_learner_metrics, period_row
-from jaxsac.program import TrainState, act, eval_key, host_program, init_state, iteration_keys
+from jaxsac.program import (
+    TrainState,
+    act,
+    eval_key,
+    exploration_noise,
+    host_program,
+    init_state,
+    iteration_keys,
+)
 from jaxsac.runners import EnvRunner, GymRunner, RayEnvRunners, random_act_fn
 from jaxsac.schedule import Phase, iterations_per_period, segments
 
@@ -55,7 +63,8 @@ def acting_functions(config: SACConfig, obs_dim: int, actions: connectors.Module
 
     def policy(actor_params, obs_stats, raw_obs, root, iteration):
         return act(program, actor_params, obs_stats, raw_obs,
-                   iteration_keys(root, iteration)[0])
+                   iteration_keys(root, iteration)[0],
+                   noise=exploration_noise(program, root, iteration, raw_obs.shape[0]))
 
     def random(actor_params, obs_stats, raw_obs, root, iteration):
         return random_act_fn(program.actions)(raw_obs, iteration_keys(root, iteration)[0])

@@ -80,7 +80,8 @@ class Learner(NamedTuple):
 
     init: Any  # (key, hparams=None) -> LearnerState
     update: Any  # (state, batch, key) -> (state, metrics, td_error [B])
-    act: Any  # (actor_params, obs [B, obs_dim], key, deterministic=False) -> [B, *action shape]
+    act: Any  # (actor_params, obs [B, obs_dim], key, deterministic=False, noise=None)
+    #          -> [B, *action shape] (noise: ε [B, |A|] for a Box policy, jaxsac.noise)
     loss: Any  # (LossParams, target_critic_params, batch, key) -> (sum of losses, aux)
 
 
@@ -127,6 +128,10 @@ def check_action_settings(config: SACConfig, actions: ModuleActions) -> None:
             checks.fail("SACConfig", "target_entropy", config.target_entropy,
                         f'"auto" or below log|A| = {largest:.6g} for the Discrete action '
                         f"space {space} (no policy has a larger entropy)")
+        if config.action_noise_exponent:
+            checks.fail("SACConfig", "action_noise_exponent", config.action_noise_exponent,
+                        f"0 for the Discrete action space {space} (colored exploration noise "
+                        "is for the Gaussian policy of Box actions)")
     elif config.target_entropy_scale is not None:
         checks.fail("SACConfig", "target_entropy_scale", config.target_entropy_scale,
                     f"None for the Box action space {space} (a Discrete-only setting; set "
@@ -164,10 +169,10 @@ def make_learner(config: SACConfig, obs_dim: int,
         )
 
     def act(actor_params: Params, obs: jax.Array, key: jax.Array,
-            deterministic: bool = False) -> jax.Array:
+            deterministic: bool = False, noise: jax.Array | None = None) -> jax.Array:
         if deterministic:
             return head.mode(actor_params, obs)
-        return head.sample(actor_params, obs, key)
+        return head.sample(actor_params, obs, key, noise)
 
     def loss(params: LossParams, target_critic_params: Params, batch: Batch, key: jax.Array):
         """The three SAC losses at `params`, summed, with gradients routed by stop_gradient.
@@ -304,9 +309,14 @@ def stacked_learner(learner: Learner, config: SACConfig, layout: AgentLayout) ->
             state, batch, layout.module_keys(key))
 
     def act(actor_params: Any, obs: jax.Array, key: jax.Array,
-            deterministic: bool = False) -> jax.Array:
-        actions = jax.vmap(lambda p, o, k: learner.act(p, o, k, deterministic))(
-            actor_params, layout.to_modules(obs), layout.module_keys(key))
+            deterministic: bool = False, noise: jax.Array | None = None) -> jax.Array:
+        if noise is None:
+            actions = jax.vmap(lambda p, o, k: learner.act(p, o, k, deterministic))(
+                actor_params, layout.to_modules(obs), layout.module_keys(key))
+        else:
+            actions = jax.vmap(lambda p, o, k, n: learner.act(p, o, k, deterministic, n))(
+                actor_params, layout.to_modules(obs), layout.module_keys(key),
+                layout.to_modules(noise))
         return layout.from_modules(actions)
 
     return Learner(init=init, update=update, act=act, loss=jax.vmap(learner.loss))

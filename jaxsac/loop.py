@@ -27,6 +27,7 @@ from jaxsac.program import (
     TrainState,
     build_program,
     eval_key,
+    exploration_noise,
     init_state,
     iteration_keys,
     place,
@@ -44,11 +45,14 @@ SWEEPABLE = ("actor_lr", "critic_lr", "alpha_lr", "tau", "initial_alpha", "gamma
 """SACConfig fields `make_train(config, sweep=...)` takes as traced arguments."""
 
 
-def _act_fn(program: Program, actor_params: Any, phase: Phase):
-    """Module actions [E, *action shape]: uniform random until learning starts."""
-    if phase is Phase.LEARN:
-        return lambda obs, key: program.learner.act(actor_params, obs, key)
-    return random_act_fn(program.actions)
+def acting_fn(program: Program, state: TrainState, phase: Phase):
+    """Module actions [E, *action shape]: uniform random until learning starts, then the
+    policy (with the iteration's colored exploration noise when the config asks)."""
+    if phase is not Phase.LEARN:
+        return random_act_fn(program.actions)
+    noise = exploration_noise(program, state.key, state.iteration, program.runner.num_envs)
+    return lambda obs, key: program.learner.act(state.learner.actor_params, obs, key,
+                                                noise=noise)
 
 
 def training_step(program: Program, state: TrainState, phase: Phase):
@@ -59,7 +63,7 @@ def training_step(program: Program, state: TrainState, phase: Phase):
     modules}, NaN when it took no gradient step).
     """
     act_key, _ = iteration_keys(state.key, state.iteration)
-    act_fn = _act_fn(program, state.learner.actor_params, phase)
+    act_fn = acting_fn(program, state, phase)
     runner_state, step, episodes = program.runner.step(state.runner, act_fn, act_key)
     state = state.replace(runner=runner_state)
     state, metrics = absorb(program, state, step, episodes, runner_state.obs_norm, phase)

@@ -123,13 +123,16 @@ def squashed_log_prob(pre_tanh: jax.Array, mean: jax.Array, log_std: jax.Array) 
 
 
 def sample_action(
-    mean: jax.Array, log_std: jax.Array, key: jax.Array
+    mean: jax.Array, log_std: jax.Array, key: jax.Array, noise: jax.Array | None = None
 ) -> tuple[jax.Array, jax.Array]:
     """Reparameterised draw a = tanh(mean + std·ε) and its log-probability.
 
     mean, log_std: [..., |A|] -> (action [..., |A|] in (-1, 1), log_prob [...]).
+    noise: ε [..., |A|] (e.g. colored exploration noise, jaxsac.noise); None: drawn
+        white, N(0, 1), from `key`.
     """
-    noise = jax.random.normal(key, mean.shape, mean.dtype)
+    if noise is None:
+        noise = jax.random.normal(key, mean.shape, mean.dtype)
     pre_tanh = mean + jnp.exp(log_std) * noise
     return jnp.tanh(pre_tanh), squashed_log_prob(pre_tanh, mean, log_std)
 
@@ -148,7 +151,8 @@ def categorical_log_probs(logits: jax.Array) -> tuple[jax.Array, jax.Array]:
 # --- policy heads ---------------------------------------------------------------------
 # A head holds a run's actor and critic networks and the operations the learner needs:
 #   init(key, obs_dim) -> (actor_params, critic_params)
-#   sample(actor_params, obs [B, obs_dim], key) -> actions [B, *action shape]
+#   sample(actor_params, obs [B, obs_dim], key, noise=None) -> actions [B, *action shape]
+#       (noise: a Box policy's ε [B, |A|] instead of white draws from key)
 #   mode(actor_params, obs) -> the deterministic actions [B, *action shape]
 #   q_taken(critic_params, obs, action [B, ...]) -> Q_i(s, a) [N, B]
 #   soft_value(actor_params, critic_params, obs, alpha, key)
@@ -178,8 +182,9 @@ class SquashedGaussianHead(NamedTuple):
     def init(self, key: jax.Array, obs_dim: int) -> tuple[Any, Any]:
         return init_networks(self, key, obs_dim, jnp.zeros((1, self.act_dim), jnp.float32))
 
-    def sample(self, actor_params: Any, obs: jax.Array, key: jax.Array) -> jax.Array:
-        return sample_action(*self.actor.apply(actor_params, obs), key)[0]
+    def sample(self, actor_params: Any, obs: jax.Array, key: jax.Array,
+               noise: jax.Array | None = None) -> jax.Array:
+        return sample_action(*self.actor.apply(actor_params, obs), key, noise)[0]
 
     def mode(self, actor_params: Any, obs: jax.Array) -> jax.Array:
         return deterministic_action(self.actor.apply(actor_params, obs)[0])
@@ -217,7 +222,10 @@ class CategoricalHead(NamedTuple):
     def init(self, key: jax.Array, obs_dim: int) -> tuple[Any, Any]:
         return init_networks(self, key, obs_dim)
 
-    def sample(self, actor_params: Any, obs: jax.Array, key: jax.Array) -> jax.Array:
+    def sample(self, actor_params: Any, obs: jax.Array, key: jax.Array,
+               noise: None = None) -> jax.Array:
+        if noise is not None:
+            raise ValueError("CategoricalHead.sample: exploration noise is for Box actions")
         logits = self.actor.apply(actor_params, obs)
         return jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
 

@@ -17,7 +17,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from jaxsac import agents, connectors, envs, replay, sharding
+from jaxsac import agents, checks, connectors, envs, noise, replay, sharding
 from jaxsac.agents import AgentLayout
 from jaxsac.config import SACConfig
 from jaxsac.learner import Hyperparams, Learner, LearnerState, make_learner, stacked_learner
@@ -121,6 +121,8 @@ def validate(config: SACConfig, placement: sharding.Placement | None = None) -> 
                          f"is invalid for the multi-agent env {config.env_id!r}: it runs on one "
                          "device; pass a one-device mesh (jaxsac.sharding.make_mesh(devices[:1]))")
     validate_schedule(config)
+    if config.action_noise_exponent:
+        noise_horizon(config)
     if multi_agent:
         validate_schedule(agents.module_config(config))
     return backend
@@ -250,13 +252,37 @@ def init_state(program: Program, key: jax.Array, hparams: Hyperparams | None = N
 
 
 def act(program: Program, actor_params: Any, obs_stats: Any, obs: jax.Array, key: jax.Array,
-        deterministic: bool = False) -> jax.Array:
+        deterministic: bool = False, noise: jax.Array | None = None) -> jax.Array:
     """The policy: module actions [B, *action shape] for raw flattened observations
     obs [B, obs_dim] (the env-to-module connector applied with `obs_stats`), sampled, or
     the mode when `deterministic` (tanh(μ) in [-1, 1] for a Box, argmax for Discrete).
-    For stacked modules B is E·N agent columns."""
+    For stacked modules B is E·N agent columns. noise: the sample's ε [B, |A|]
+    (`exploration_noise`); None: white draws from `key`."""
     module_obs = program.env_to_module.apply(obs_stats, obs)
-    return program.learner.act(actor_params, module_obs, key, deterministic)
+    return program.learner.act(actor_params, module_obs, key, deterministic, noise)
+
+
+def exploration_noise(program: Program, root: jax.Array, iteration: jax.Array,
+                      batch_size: int) -> jax.Array | None:
+    """The acting ε [batch_size, |A|] of `iteration` with colored exploration noise
+    (`config.action_noise_exponent` > 0, jaxsac.noise); None for white noise, which
+    the policy draws from its key."""
+    config = program.config
+    if not config.action_noise_exponent:
+        return None
+    return noise.acting_noise(root, iteration, config.action_noise_exponent,
+                              (batch_size, program.actions.dim), noise_horizon(config))
+
+
+def noise_horizon(config: SACConfig) -> int:
+    """Iterations a colored noise sequence covers: `action_noise_horizon`, else the
+    env's time limit."""
+    horizon = config.action_noise_horizon or envs.max_episode_steps(config.env_id)
+    if horizon is None:
+        checks.fail("SACConfig", "action_noise_horizon", None,
+                    f"an integer >= 2 for env_id={config.env_id!r}, which has no registered "
+                    "time limit to take it from")
+    return horizon
 
 
 @functools.lru_cache(maxsize=16)

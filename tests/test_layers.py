@@ -16,8 +16,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "jaxsac"
 LAYERS = (
     ("records", ("types", "checks")),
     ("config", ("config",)),
-    ("components", ("envs", "networks", "connectors", "agents", "logger", "distributed",
-                    "compilation", "tuned")),
+    ("components", ("envs", "networks", "noise", "connectors", "agents", "logger",
+                    "distributed", "compilation", "tuned")),
     ("pieces", ("replay", "learner", "runners", "sharding")),
     ("schedule", ("schedule", "metrics")),
     ("assembly", ("program",)),

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import gymnasium
+
 from jaxsac import checks
 from jaxsac.config import BACKENDS
 from jaxsac.envs.acrobot import Acrobot, AcrobotState
@@ -57,6 +59,17 @@ MULTI_AGENT_ENVS: dict[str, Callable[..., MultiAgentJaxEnv]] = {
 def has_jax_env(env_id: str) -> bool:
     """Whether `env_id` has a JAX implementation (what `backend="auto"` then uses)."""
     return env_id in JAX_ENVS or env_id in MULTI_AGENT_ENVS
+
+
+def max_episode_steps(env_id: str) -> int | None:
+    """The time limit `env_id` is registered with (gymnasium's, which the JAX envs
+    share); None when it has none or is unknown to both."""
+    if env_id in JAX_ENVS:
+        return JAX_ENVS[env_id][1]
+    try:
+        return gymnasium.spec(env_id).max_episode_steps
+    except gymnasium.error.Error:
+        return None
 
 
 def is_multi_agent(env_id: str) -> bool:
@@ -135,5 +148,6 @@ __all__ = [
     "has_jax_env",
     "is_multi_agent",
     "make",
+    "max_episode_steps",
     "resolve_backend",
 ]
