@@ -87,7 +87,8 @@ class SACConfig:
     longer is replaced, as one whose process died."""
     max_env_runner_restarts: int = 10
     """Remote runners: replacements of one runner (its actor died or timed out) allowed
-    over the run; one more failure stops the run with an error, after a checkpoint."""
+    in one `train` call; one more failure stops the run with an error, after a
+    checkpoint."""
     normalize_obs: bool = False
     """Normalize observations with running mean/std statistics (saved with checkpoints)."""
 

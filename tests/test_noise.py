@@ -70,6 +70,9 @@ def test_white_noise_is_independent_and_pink_noise_is_correlated():
     pink, pink_std = lag_one(1.0)
     assert abs(white) < 0.01 and abs(white_std - 1) < 0.01
     assert pink > 0.7 and abs(pink_std - 1) < 0.02
+    # An even horizon: the Nyquist frequency is real too.
+    even = np.asarray(noise.colored_noise(jax.random.key(2), 1.0, (4_000,), 1_000))
+    assert abs(even.std() - 1) < 0.02 and abs(even[:, -1].std() - 1) < 0.05
 
 
 def test_acting_noise_walks_through_one_sequence_per_horizon():

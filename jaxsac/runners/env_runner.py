@@ -33,9 +33,11 @@ class EnvRunner:
     Each action is computed for all T envs, this runner's observations in their rows
     and zeros elsewhere, and this runner keeps its rows: the acting functions then run
     on the shapes, keys and values of the one-runner loop, so N runners of E envs act
-    bit for bit as one runner of N·E envs does (XLA's matmul rounding depends on the
-    number of rows, and the exploration noise is drawn for the whole batch). The price
-    is a policy evaluation on T rows per step in every runner.
+    bit for bit as one runner of N·E envs does on the same kind of processor (XLA's
+    matmul rounding depends on the number of rows, and the exploration noise is drawn
+    for the whole batch; remote runners act on their CPUs, so a learner acting on a GPU
+    rounds otherwise). The price is a policy evaluation on T rows per step in every
+    runner.
     """
 
     def __init__(self, gym_runner: GymRunner, acting: ActingFactory,

@@ -39,6 +39,8 @@ from jaxsac.runners.env_runner import ActingFactory, EnvRunner
 from jaxsac.runners.gym_runner import GymRunner
 
 RAY_EXTRA = "pip install -e '.[ray]'"
+RUNNER_START_TIMEOUT_S = 120.0
+"""Seconds a new runner may take to start (a worker process, imports, its envs)."""
 
 
 def check_ray_installed(owner: str) -> None:
@@ -121,8 +123,19 @@ class RayEnvRunners:
         self.restarts = [0] * num_runners  # replacements of each runner
         self._env_restarts = [0] * num_runners  # env rebuilds inside each runner's actor
         self._lost_env_restarts = 0  # those of actors that were replaced
-        self._actors = [self._start(r, seed, None) for r in range(num_runners)]
-        self._last_obs = np.concatenate(self._get([a.raw_obs.remote() for a in self._actors]))
+        # A runner is lost when its actor's process or node dies (its results with it).
+        exceptions = ray.exceptions
+        self._lost_errors = (exceptions.RayActorError, exceptions.ObjectLostError,
+                             exceptions.WorkerCrashedError, exceptions.OutOfMemoryError)
+        self._actors = []
+        try:
+            for r in range(num_runners):
+                self._actors.append(self._start(r, seed, None))
+            self._last_obs = np.concatenate(self._get(
+                [a.raw_obs.remote() for a in self._actors], timeout=RUNNER_START_TIMEOUT_S))
+        except BaseException:
+            self._kill_all()
+            raise
         self._episode_return = np.zeros(self.num_envs)
         self._episode_length = np.zeros(self.num_envs, np.int64)
 
@@ -162,13 +175,14 @@ class RayEnvRunners:
         ready = set(ready)
         blocks = []
         for r, ref in enumerate(pending):
+            if ref not in ready:
+                blocks.append(self._replace(
+                    r, f"no block within sample_timeout_s={self.sample_timeout_s}", size))
+                continue
             try:
-                if ref not in ready:
-                    raise TimeoutError(f"no block within sample_timeout_s="
-                                       f"{self.sample_timeout_s}")
                 rows, episode_return, episode_length, env_restarts = self._get(ref)
-            except (self._ray.exceptions.RayActorError, TimeoutError) as cause:
-                blocks.append(self._replace(r, cause, size))
+            except self._lost_errors as e:
+                blocks.append(self._replace(r, f"{type(e).__name__}: {e}", size))
                 continue
             envs = self._envs(r)
             self._last_obs[envs] = self.rows.unpack(rows[-1])[0].next_obs
@@ -190,18 +204,21 @@ class RayEnvRunners:
         busy) and ends their actors."""
         self._ray.wait([a.close.remote() for a in self._actors],
                        num_returns=len(self._actors), timeout=timeout_s)
+        self._kill_all()
+
+    def _kill_all(self) -> None:
         for actor in self._actors:
-            self._ray.kill(actor)
+            self._ray.kill(actor, no_restart=True)
 
     # ------------------------------------------------------------------ the rest
 
     def _envs(self, runner: int) -> slice:
         return slice(runner * self.envs_per_runner, (runner + 1) * self.envs_per_runner)
 
-    def _get(self, refs: Any) -> Any:
+    def _get(self, refs: Any, timeout: float | None = None) -> Any:
         """ray.get, with an env that gave up inside a runner raised as itself."""
         try:
-            return self._ray.get(refs)
+            return self._ray.get(refs, timeout=timeout)
         except self._ray.exceptions.RayTaskError as e:
             if isinstance(e.cause, EnvFailureError):
                 raise EnvFailureError(str(e.cause)) from e
@@ -212,26 +229,31 @@ class RayEnvRunners:
                                         first_env_index=runner * self.envs_per_runner,
                                         resume_obs=resume_obs, **self._settings)
 
-    def _replace(self, runner: int, cause: BaseException, size: int) -> np.ndarray:
-        """Failed rows [size, E, width] for the block `runner` lost; a new actor in its
-        place, or EnvFailureError after max_env_runner_restarts replacements."""
+    def _replace(self, runner: int, cause: str, size: int) -> np.ndarray:
+        """Failed rows [size, E, width] for the block `runner` lost (`cause` says why);
+        a new actor in its place, started and answering, or EnvFailureError once the
+        runner has been replaced max_env_runner_restarts times."""
         envs = self._envs(runner)
-        self._ray.kill(self._actors[runner], no_restart=True)
-        self._lost_env_restarts += self._env_restarts[runner]
-        self._env_restarts[runner] = 0
-        if self.restarts[runner] >= self.max_env_runner_restarts:
-            raise EnvFailureError(
-                f"env runner {runner} (envs {envs.start}..{envs.stop - 1}) failed after "
-                f"{self.restarts[runner]} replacement(s) (max_env_runner_restarts="
-                f"{self.max_env_runner_restarts}); last cause: {type(cause).__name__}: "
-                f"{cause}")
-        self.restarts[runner] += 1
         lost = self.rows.lost(self._last_obs[envs], self._episode_return[envs],
                               self._episode_length[envs], size)
         self._episode_return[envs], self._episode_length[envs] = 0, 0
-        self._actors[runner] = self._start(runner, self.restart_seed(runner),
-                                           self._last_obs[envs].copy())
-        return lost
+        self._lost_env_restarts += self._env_restarts[runner]
+        self._env_restarts[runner] = 0
+        while True:
+            self._ray.kill(self._actors[runner], no_restart=True)
+            if self.restarts[runner] >= self.max_env_runner_restarts:
+                raise EnvFailureError(
+                    f"env runner {runner} (envs {envs.start}..{envs.stop - 1}) failed after "
+                    f"{self.restarts[runner]} replacement(s) (max_env_runner_restarts="
+                    f"{self.max_env_runner_restarts}); last cause: {cause}")
+            self.restarts[runner] += 1
+            self._actors[runner] = self._start(runner, self.restart_seed(runner),
+                                               self._last_obs[envs].copy())
+            try:
+                self._get(self._actors[runner].raw_obs.remote(), timeout=RUNNER_START_TIMEOUT_S)
+                return lost
+            except (*self._lost_errors, self._ray.exceptions.GetTimeoutError) as e:
+                cause = f"its replacement did not start: {type(e).__name__}: {e}"
 
     def restart_seed(self, runner: int) -> int:
         """The seed of `runner`'s envs after its latest replacement: a function of the
