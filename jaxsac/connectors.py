@@ -66,12 +66,30 @@ def init_obs_norm(obs_dim: int, epsilon: float = 1e-4) -> ObsNormState:
                         count=jnp.asarray(epsilon, jnp.float32))
 
 
-def update_obs_norm(stats: ObsNormState, obs: jax.Array) -> ObsNormState:
-    """Statistics after also seeing `obs` [N, obs_dim] (N >= 1)."""
+def update_obs_norm(stats: ObsNormState, obs: jax.Array,
+                    valid: jax.Array | None = None) -> ObsNormState:
+    """Statistics after also seeing `obs` [N, obs_dim] (N >= 1), or only its rows where
+    `valid` [N] is True (unchanged when none is)."""
     obs = jnp.asarray(obs, jnp.float32)
-    batch_mean = jnp.mean(obs, axis=0)
-    batch_var = jnp.var(obs, axis=0)
-    batch_count = jnp.asarray(obs.shape[0], jnp.float32)
+    every_row = _merge_obs_stats(stats, jnp.mean(obs, axis=0), jnp.var(obs, axis=0),
+                                 jnp.asarray(obs.shape[0], jnp.float32))
+    if valid is None:
+        return every_row
+    weight = jnp.asarray(valid, jnp.float32)[:, None]
+    count = jnp.sum(weight)
+    mean = jnp.sum(weight * obs, axis=0) / jnp.maximum(count, 1.0)
+    var = jnp.sum(weight * (obs - mean) ** 2, axis=0) / jnp.maximum(count, 1.0)
+    valid_rows = _merge_obs_stats(stats, mean, var, count)
+    # Every row valid: the unmasked update, bit for bit; none: the old statistics.
+    return jax.tree.map(
+        lambda all_rows, some_rows, old: jnp.where(
+            count == obs.shape[0], all_rows, jnp.where(count > 0, some_rows, old)),
+        every_row, valid_rows, stats)
+
+
+def _merge_obs_stats(stats: ObsNormState, batch_mean: jax.Array, batch_var: jax.Array,
+                     batch_count: jax.Array) -> ObsNormState:
+    """Chan et al.'s merge of running statistics with a batch's mean, variance, count."""
     delta = batch_mean - stats.mean
     total = stats.count + batch_count
     mean = stats.mean + delta * batch_count / total
@@ -88,8 +106,9 @@ def normalize_obs(stats: ObsNormState, obs: jax.Array, epsilon: float = 1e-8) ->
 class EnvToModule(struct.PyTreeNode):
     """The env-to-module pipeline: flattened float32 obs, then optional normalization.
 
-    `update(stats, obs)` folds new raw obs [N, obs_dim] into the statistics (a no-op
-    when `normalize` is False) and `apply(stats, obs)` gives the module's obs.
+    `update(stats, obs, valid=None)` folds new raw obs [N, obs_dim] (the rows where
+    `valid` [N]) into the statistics (a no-op when `normalize` is False) and
+    `apply(stats, obs)` gives the module's obs.
     The statistics pytree has the same structure either way, so checkpoints do too.
     """
 
@@ -98,8 +117,9 @@ class EnvToModule(struct.PyTreeNode):
     def init(self, obs_dim: int) -> ObsNormState:
         return init_obs_norm(obs_dim)
 
-    def update(self, stats: ObsNormState, obs: jax.Array) -> ObsNormState:
-        return update_obs_norm(stats, obs) if self.normalize else stats
+    def update(self, stats: ObsNormState, obs: jax.Array,
+               valid: jax.Array | None = None) -> ObsNormState:
+        return update_obs_norm(stats, obs, valid) if self.normalize else stats
 
     def apply(self, stats: ObsNormState, obs: jax.Array) -> jax.Array:
         obs = jnp.asarray(obs, jnp.float32)

@@ -126,9 +126,10 @@ class HostLoop:
 
             def run(state, rows):
                 steps, episodes = self.runner.rows.unpack(rows)
+                # A failed row's next_obs repeats an observation: not one more.
                 obs_stats = jax.lax.scan(
-                    lambda stats, next_obs: (to_module.update(stats, next_obs), None),
-                    state.runner, steps.next_obs)[0]
+                    lambda stats, xs: (to_module.update(stats, *xs), None),
+                    state.runner, (steps.next_obs, ~steps.failed))[0]
 
                 def body(s, xs):
                     return absorb(self.program, s, *xs, obs_stats, phase)

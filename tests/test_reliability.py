@@ -13,6 +13,7 @@ import sys
 import jax
 import numpy as np
 import pytest
+from gymnasium.wrappers.utils import RunningMeanStd
 
 import jaxsac
 from jaxsac import checkpoint
@@ -262,3 +263,24 @@ def test_a_resumed_gymnasium_run_joins_no_transition_across_the_restart(tmp_path
     np.testing.assert_array_equal(obs[:, 30], last_next_obs)
     np.testing.assert_array_equal(obs[:, 31, :2], np.zeros((2, 2)))  # the fresh envs
     assert not np.any(flags[:, 31] & NOT_A_START)
+
+
+def test_observation_statistics_take_in_only_real_observations():
+    """A failed row's next_obs repeats the env's last observation: the running
+    statistics skip it (checked against gymnasium's RunningMeanStd fed the initial
+    observations and every real step's next observation, iteration by iteration)."""
+    result = jaxsac.train(faulty_config(RECURRING_FAULT_ENV_ID, normalize_obs=True),
+                          progress=False)
+    rows = buffer_rows(result.state.buffer, num_envs=2)
+    failed = (rows["flags"] & FAILED) != 0
+    assert failed.any()
+    reference = RunningMeanStd(shape=(3,))
+    reference.update(rows["obs"][:, 0].astype(np.float64))
+    for t in range(rows["obs"].shape[1]):
+        real = rows["next_obs"][~failed[:, t], t].astype(np.float64)
+        if len(real):
+            reference.update(real)
+    stats = result.state.runner
+    np.testing.assert_allclose(stats.count, reference.count, rtol=1e-6)
+    np.testing.assert_allclose(stats.mean, reference.mean, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(stats.var, reference.var, rtol=1e-4, atol=1e-5)
