@@ -41,11 +41,12 @@ def ray_cluster():
 
 
 def test_two_remote_runners_train_bit_for_bit_as_the_local_loop(ray_cluster):
+    """Prioritized n-step replay, normalized observations and pink exploration noise."""
     config = jaxsac.SACConfig(env_id="Pendulum-v1", backend="gymnasium", num_envs=4, seed=3,
                               total_env_steps=480, learning_starts=160, log_every=160,
                               host_block_steps=4, hidden_sizes=(16, 16), batch_size=16,
                               normalize_obs=True, n_step=(1, 3), prioritized=True,
-                              eval_episodes=1)
+                              action_noise_exponent=1.0, eval_episodes=1)
     local = jaxsac.train(config, progress=False)
     remote = jaxsac.train(config.replace(num_env_runners=2), progress=False)
     assert int(remote.state.learner.step) > 200
