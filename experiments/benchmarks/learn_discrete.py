@@ -31,6 +31,14 @@ def learning_curve(env_id: str, seeds: int, root: int, **overrides) -> dict[str,
     return out
 
 
+def print_curve(curve: dict[str, np.ndarray]) -> None:
+    """One line per log period: env steps, each seed's evaluation return, α, entropy."""
+    for p, steps in enumerate(curve["env_steps"][0]):
+        print(f"  {int(steps):>6}  eval {np.round(curve['eval_return'][:, p]).astype(int)}"
+              f"  alpha {np.round(curve['alpha'][:, p], 3)}"
+              f"  entropy {np.round(curve['entropy'][:, p], 3)}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env-id", nargs="+", default=["CartPole-v1", "Acrobot-v1"])
@@ -45,10 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     for env_id in args.env_id:
         curve = learning_curve(env_id, args.seeds, args.root_key, **overrides)
         print(f"{env_id} {overrides or 'tuned'}: {curve['seconds']:.0f} s")
-        for p, steps in enumerate(curve["env_steps"][0]):
-            print(f"  {int(steps):>6}  eval {np.round(curve['eval_return'][:, p]).astype(int)}"
-                  f"  alpha {np.round(curve['alpha'][:, p], 3)}"
-                  f"  entropy {np.round(curve['entropy'][:, p], 3)}")
+        print_curve(curve)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import json
 
 import numpy as np
 
-from experiments.benchmarks.learn_discrete import learning_curve
+from experiments.benchmarks.learn_discrete import learning_curve, print_curve
 
 SOLVED = 90.0
 
@@ -41,10 +41,7 @@ def main(argv: list[str] | None = None) -> None:
                  for s in solved]
         print(f"action_noise_exponent={beta} {overrides}: {curve['seconds']:.0f} s; first "
               f"evaluation >= {SOLVED:g} at env steps {first}")
-        for p, steps in enumerate(curve["env_steps"][0]):
-            print(f"  {int(steps):>6}  eval {np.round(curve['eval_return'][:, p]).astype(int)}"
-                  f"  alpha {np.round(curve['alpha'][:, p], 3)}"
-                  f"  entropy {np.round(curve['entropy'][:, p], 3)}")
+        print_curve(curve)
 
 
 if __name__ == "__main__":
