@@ -22,17 +22,18 @@ import jax
 import jax.numpy as jnp
 
 from jaxsac import replay
+from jaxsac.types import Batch, Step
 
 OBS_DIM, ACT_DIM, NUM_ENVS, BATCH_SIZE, N_STEP = 17, 6, 8, 256, (1, 3)
 SCAN_LENGTH = 200
 clock = time.perf_counter  # --clock process: CPU time of this process instead
 
 
-def random_step(key: jax.Array) -> replay.Step:
+def random_step(key: jax.Array) -> Step:
     keys = jax.random.split(key, 5)
     done = jax.random.uniform(keys[3], (NUM_ENVS,)) < 1 / 200
     terminated = done & (jax.random.uniform(keys[4], (NUM_ENVS,)) < 0.5)
-    return replay.Step(
+    return Step(
         obs=jax.random.normal(keys[0], (NUM_ENVS, OBS_DIM)),
         action=jax.random.uniform(keys[1], (NUM_ENVS, ACT_DIM), minval=-1, maxval=1),
         reward=jax.random.normal(keys[2], (NUM_ENVS,)),
@@ -82,7 +83,7 @@ def scan_seconds(body, state, repeats: int):
     return min(times), state
 
 
-def consume(batch: replay.Batch) -> jax.Array:
+def consume(batch: Batch) -> jax.Array:
     """An int32 zero that depends on every field, so XLA cannot drop any of the sampling."""
     total = sum(jnp.sum(x.astype(jnp.float32)) for x in batch)
     return (total == jnp.inf).astype(jnp.int32)
