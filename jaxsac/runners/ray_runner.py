@@ -34,9 +34,10 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxsac import connectors
 from jaxsac.envs import EnvFailureError, GymEnvFactory
 from jaxsac.runners.env_runner import ActingFactory, EnvRunner
-from jaxsac.runners.gym_runner import GymRunner
+from jaxsac.runners.gym_runner import GymRunner, PackedRows
 
 RAY_EXTRA = "pip install -e '.[ray]'"
 RUNNER_START_TIMEOUT_S = 120.0
@@ -116,9 +117,8 @@ class RayEnvRunners:
         self.num_envs = num_runners * envs_per_runner
         self.sample_timeout_s = sample_timeout_s
         self.max_env_runner_restarts = max_env_runner_restarts
-        gym_probe = GymRunner(factory, 1, max_env_restarts=0)
-        self.rows = gym_probe.rows
-        gym_probe.close()
+        self.rows = PackedRows(connectors.flat_obs_dim(factory.observation_space),
+                               connectors.module_actions(factory.action_space))
 
         self.restarts = [0] * num_runners  # replacements of each runner
         self._env_restarts = [0] * num_runners  # env rebuilds inside each runner's actor
