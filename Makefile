@@ -14,7 +14,7 @@ install: $(STAMP)
 $(STAMP): setup.cfg requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt -e '.[dev,ray]'
+	$(PY) -m pip install --quiet -r requirements.txt -e '.[dev,ray,playground]'
 	touch $(STAMP)
 
 train: $(STAMP)

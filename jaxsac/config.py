@@ -89,6 +89,9 @@ class SACConfig:
     """Remote runners: replacements of one runner (its actor died or timed out) allowed
     in one `train` call; one more failure stops the run with an error, after a
     checkpoint."""
+    obs_keys: tuple[str, ...] | None = None
+    """A dict observation's keys that make up the flat observation, in this order (None:
+    all keys, sorted); MuJoCo Playground tasks only (e.g. ("state",))."""
     normalize_obs: bool = False
     """Normalize observations with running mean/std statistics (saved with checkpoints)."""
 
@@ -137,6 +140,9 @@ class SACConfig:
     """Hidden layer sizes of the actor and of each critic."""
     activation: Literal["relu", "tanh", "elu", "gelu", "silu", "leaky_relu"] = "relu"
     """Hidden-layer activation."""
+    critic_layer_norm: bool = False
+    """LayerNorm after each hidden activation of the critics (as brax's SAC for
+    Playground's tasks; steadier Q-values with large batches and high learning rates)."""
     critic_loss: Literal["mse", "huber"] = "mse"
     """Critic loss: ½x² ("mse") or Huber with δ = 1 ("huber")."""
     grad_clip: float | None = None
@@ -253,7 +259,8 @@ def _validate(c: SACConfig) -> None:
                           ("activation", ACTIVATIONS), ("critic_loss", CRITIC_LOSSES),
                           ("policy_mapping", POLICY_MAPPINGS), ("prng_impl", PRNG_IMPLS)):
         checks.check_choice(owner, name, getattr(c, name), choices)
-    for name in ("learn_alpha", "normalize_obs", "prioritized", "checkpoint_buffer", "resume"):
+    for name in ("learn_alpha", "normalize_obs", "prioritized", "checkpoint_buffer", "resume",
+                 "critic_layer_norm"):
         checks.check_bool(owner, name, getattr(c, name))
     minimums = {"num_envs": 1, "num_agents": 1, "batch_size": 1, "num_q": 1,
                 "target_network_update_freq": 1, "total_env_steps": 1, "learning_starts": 0,
@@ -328,6 +335,11 @@ def _validate(c: SACConfig) -> None:
         checks.fail(owner, "log_std_bounds", c.log_std_bounds,
                     "None or a pair (min, max) of finite numbers with min < max")
     checks.check_n_step(owner, c.n_step)
+    if c.obs_keys is not None and not (
+            isinstance(c.obs_keys, tuple) and c.obs_keys
+            and all(isinstance(k, str) and k for k in c.obs_keys)):
+        checks.fail(owner, "obs_keys", c.obs_keys,
+                    "None or a non-empty tuple of observation keys (non-empty strings)")
     if (not isinstance(c.hidden_sizes, tuple) or not c.hidden_sizes
             or not all(checks.is_int(h) and h >= 1 for h in c.hidden_sizes)):
         checks.fail(owner, "hidden_sizes", c.hidden_sizes,

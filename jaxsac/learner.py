@@ -148,7 +148,7 @@ def make_learner(config: SACConfig, obs_dim: int,
     actions = connectors.module_actions(actions, "make_learner")
     check_action_settings(config, actions)
     head = policy_head(actions, config.hidden_sizes, config.activation, config.num_q,
-                       config.log_std_bounds)
+                       config.log_std_bounds, config.critic_layer_norm)
     optimizer = _optimizer(config.grad_clip)
     entropy_target = target_entropy(config, head)
 

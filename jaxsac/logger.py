@@ -71,8 +71,8 @@ class RunLogger:
                     if name not in ("seed", "env_steps") and np.isfinite(value):
                         self._tb.add_scalar(prefix + name, value, env_steps)
         self._bar.update(env_steps - self._bar.n)
-        self._bar.set_postfix(eval_return=f"{np.nanmean(metrics['eval_return']):.1f}",
-                              train_return=f"{np.nanmean(metrics['episode_return_mean']):.1f}")
+        self._bar.set_postfix(eval_return=_mean_text(metrics["eval_return"]),
+                              train_return=_mean_text(metrics["episode_return_mean"]))
 
     def _write_csv(self, row: dict[str, Any]) -> None:
         if self.log_dir is None:
@@ -129,3 +129,11 @@ def plot_curves(csv_path: str, png_path: str) -> str | None:
     fig.savefig(png_path, dpi=100)
     plt.close(fig)
     return png_path
+
+
+def _mean_text(values: Any) -> str:
+    """The mean of the finite values, to one decimal; "nan" when there are none (no
+    episode ended in the period)."""
+    finite = np.asarray(values, np.float64)
+    finite = finite[np.isfinite(finite)]
+    return f"{finite.mean():.1f}" if finite.size else "nan"

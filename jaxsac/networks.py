@@ -38,17 +38,21 @@ KERNEL_INIT = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
 
 
 class MLP(nn.Module):
-    """Dense layers with `activation` between them; the last layer is linear."""
+    """Dense layers with `activation` between them; the last layer is linear.
+    `layer_norm`: a LayerNorm after each hidden activation (brax's order)."""
 
     hidden_sizes: Sequence[int]
     out_dim: int
     activation: str = "relu"
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
         for size in self.hidden_sizes:
             x = act(nn.Dense(size, kernel_init=KERNEL_INIT)(x))
+            if self.layer_norm:
+                x = nn.LayerNorm()(x)
         return nn.Dense(self.out_dim, kernel_init=KERNEL_INIT)(x)
 
 
@@ -87,13 +91,14 @@ class QEnsemble(nn.Module):
     Continuous (num_actions=0): `__call__(obs [B, obs_dim], action [B, |A|]) -> q [N, B]`.
     Discrete (num_actions=|A|): `__call__(obs [B, obs_dim]) -> q [N, B, |A|]`, the value
     of every action. The vmapped parameters make every layer one batched matmul over
-    the N critics.
+    the N critics. `layer_norm`: LayerNorm after each hidden activation.
     """
 
     num_q: int = 2
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
     num_actions: int = 0
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array | None = None) -> jax.Array:
@@ -104,7 +109,7 @@ class QEnsemble(nn.Module):
             in_axes=None,
             out_axes=0,
             axis_size=self.num_q,
-        )(self.hidden_sizes, self.num_actions or 1, self.activation)
+        )(self.hidden_sizes, self.num_actions or 1, self.activation, self.layer_norm)
         if self.num_actions:
             return critics(obs)
         return critics(jnp.concatenate([obs, action], axis=-1))[..., 0]
@@ -267,14 +272,17 @@ PolicyHead = SquashedGaussianHead | CategoricalHead
 
 def policy_head(actions: Any, hidden_sizes: Sequence[int] = (256, 256),
                 activation: str = "relu", num_q: int = 2,
-                log_std_bounds: tuple[float, float] | None = None) -> PolicyHead:
+                log_std_bounds: tuple[float, float] | None = None,
+                critic_layer_norm: bool = False) -> PolicyHead:
     """The head of an action adapter (`jaxsac.connectors.module_actions`): its `kind`
     "continuous" gives a SquashedGaussianHead over `actions.dim` entries, "discrete" a
-    CategoricalHead over `actions.dim` actions."""
+    CategoricalHead over `actions.dim` actions. `critic_layer_norm`: LayerNorm in the
+    critics' hidden layers."""
     if actions.kind == "discrete":
         return CategoricalHead(CategoricalActor(actions.dim, hidden_sizes, activation),
-                               QEnsemble(num_q, hidden_sizes, activation, actions.dim),
-                               actions.dim)
+                               QEnsemble(num_q, hidden_sizes, activation, actions.dim,
+                                         critic_layer_norm), actions.dim)
     low, high = (LOG_STD_MIN, LOG_STD_MAX) if log_std_bounds is None else log_std_bounds
     return SquashedGaussianHead(Actor(actions.dim, hidden_sizes, activation, low, high),
-                                QEnsemble(num_q, hidden_sizes, activation), actions.dim)
+                                QEnsemble(num_q, hidden_sizes, activation,
+                                          layer_norm=critic_layer_norm), actions.dim)

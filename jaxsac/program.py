@@ -107,6 +107,8 @@ def _validate_agents(config: SACConfig) -> None:
 def validate(config: SACConfig, placement: sharding.Placement | None = None) -> str:
     """Errors for configs no run can honour, naming the fields; returns the backend."""
     backend = envs.resolve_backend(config.env_id, config.backend, owner="SACConfig")
+    if config.obs_keys is not None:  # the keys exist (a Playground task's dict observation)
+        envs.make(config.env_id, backend, obs_keys=config.obs_keys)
     if config.num_env_runners:
         if backend != "gymnasium":
             raise ValueError(f"SACConfig.num_env_runners={config.num_env_runners} needs "
@@ -137,7 +139,7 @@ def build_program(config: SACConfig, gamma: Any = None,
                          "runs on gymnasium; make_train needs a JAX env (use train(config))")
     if envs.is_multi_agent(config.env_id):
         return _multi_agent_program(config, gamma)
-    env = envs.make(config.env_id, backend="jax")
+    env = envs.make(config.env_id, backend="jax", obs_keys=config.obs_keys)
     runner = make_jax_runner(env, config.num_envs, normalize_obs=config.normalize_obs)
     return Program(config, env, make_learner(config, runner.obs_dim, runner.actions),
                    make_buffer(config, config.gamma if gamma is None else gamma), runner,

@@ -88,3 +88,46 @@ def test_q_ensemble_is_n_independent_critics(num_q):
                                rtol=1e-5, atol=1e-6)
     if num_q > 1:
         assert len({round(float(x), 5) for x in q[:, 0]}) == num_q  # distinct initialisations
+
+
+def _layer_norm_critic_numpy(params: dict, x: np.ndarray) -> np.ndarray:
+    """One critic in float64: Dense -> relu -> LayerNorm (ε = 1e-6, scale and bias) per
+    hidden layer, then a linear Dense."""
+    hidden = sorted(k for k in params if k.startswith("Dense_"))
+    for i, name in enumerate(hidden):
+        x = x @ np.asarray(params[name]["kernel"], np.float64) + np.asarray(
+            params[name]["bias"], np.float64)
+        if i == len(hidden) - 1:
+            return x
+        x = np.maximum(x, 0.0)
+        norm = params[f"LayerNorm_{i}"]
+        x = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-6)
+        x = x * np.asarray(norm["scale"], np.float64) + np.asarray(norm["bias"], np.float64)
+    raise AssertionError("no output layer")
+
+
+def test_layer_norm_critics_match_a_float64_reference():
+    critic = QEnsemble(num_q=2, hidden_sizes=(16, 8), layer_norm=True)
+    obs = np.asarray(jax.random.normal(jax.random.key(3), (5, 3)))
+    act = np.asarray(jax.random.uniform(jax.random.key(4), (5, 2), minval=-1, maxval=1))
+    params = critic.init(jax.random.key(0), obs, act)
+    # Non-trivial LayerNorm parameters, so scale and bias are checked too.
+    params = jax.tree_util.tree_map_with_path(
+        lambda path, p: p + 0.3 * jax.random.normal(jax.random.key(len(str(path))), p.shape)
+        if "LayerNorm" in str(path) else p, params)
+    q = critic.apply(params, obs, act)
+    tree = jax.tree.map(np.asarray, params["params"]["VmapMLP_0"])
+    x = np.concatenate([obs, act], -1).astype(np.float64)
+    expected = np.stack([
+        _layer_norm_critic_numpy(jax.tree.map(lambda p, i=i: p[i], tree), x)[:, 0]
+        for i in range(2)])
+    np.testing.assert_allclose(q, expected, rtol=1e-4, atol=1e-5)
+    plain = QEnsemble(num_q=2, hidden_sizes=(16, 8)).init(jax.random.key(0), obs, act)
+    assert "LayerNorm_0" not in plain["params"]["VmapMLP_0"]
+
+
+def test_critic_layer_norm_config_reaches_the_learner():
+    config = SACConfig(critic_layer_norm=True, hidden_sizes=(8, 8), batch_size=4)
+    state = make_learner(config, 3, 1).init(jax.random.key(0))
+    assert "LayerNorm_1" in state.critic_params["params"]["VmapMLP_0"]
+    assert "LayerNorm_0" not in str(jax.tree_util.tree_structure(state.actor_params))

@@ -1,6 +1,7 @@
 """Environments: JAX-native ones (Pendulum-v1 and MountainCarContinuous-v0 with Box
 actions, CartPole-v1 and Acrobot-v1 with Discrete actions, the multi-agent
-MultiAgentPendulum-v1 and MultiAgentCartPole-v1) and gymnasium.
+MultiAgentPendulum-v1 and MultiAgentCartPole-v1, and MuJoCo Playground's tasks as
+"playground/<task>", e.g. "playground/CheetahRun") and gymnasium.
 
     env = jaxsac.envs.make("Pendulum-v1", backend="jax")       # a JaxEnv (pure, vmappable)
     factory = jaxsac.envs.make("HalfCheetah-v5", backend="gymnasium")   # a GymEnvFactory
@@ -21,6 +22,7 @@ import gymnasium
 
 from jaxsac import checks
 from jaxsac.config import BACKENDS
+from jaxsac.envs import playground
 from jaxsac.envs.acrobot import Acrobot, AcrobotState
 from jaxsac.envs.cartpole import CartPole, CartPoleState
 from jaxsac.envs.core import AutoReset, AutoResetState, JaxEnv, TimeLimit, TimeLimitState
@@ -41,6 +43,14 @@ from jaxsac.envs.multi_agent import (
     MultiAgentPendulum,
 )
 from jaxsac.envs.pendulum import Pendulum, PendulumState
+from jaxsac.envs.playground import (
+    PLAYGROUND_EXTRA,
+    PLAYGROUND_PREFIX,
+    PlaygroundEnv,
+    check_playground_installed,
+    is_playground,
+    make_playground,
+)
 
 # env id -> (constructor taking the env's own kwargs, max_episode_steps as registered
 # in gymnasium).
@@ -58,7 +68,7 @@ MULTI_AGENT_ENVS: dict[str, Callable[..., MultiAgentJaxEnv]] = {
 
 def has_jax_env(env_id: str) -> bool:
     """Whether `env_id` has a JAX implementation (what `backend="auto"` then uses)."""
-    return env_id in JAX_ENVS or env_id in MULTI_AGENT_ENVS
+    return env_id in JAX_ENVS or env_id in MULTI_AGENT_ENVS or is_playground(env_id)
 
 
 def max_episode_steps(env_id: str) -> int | None:
@@ -66,6 +76,8 @@ def max_episode_steps(env_id: str) -> int | None:
     share); None when it has none or is unknown to both."""
     if env_id in JAX_ENVS:
         return JAX_ENVS[env_id][1]
+    if is_playground(env_id):
+        return playground.episode_length(env_id)
     try:
         return gymnasium.spec(env_id).max_episode_steps
     except gymnasium.error.Error:
@@ -87,28 +99,45 @@ def resolve_backend(env_id: str, backend: str = "auto", owner: str = "make") -> 
     owner: whose argument `backend` is, for the error ("make", "SACConfig", ...).
     """
     checks.check_choice(owner, "backend", backend, BACKENDS)
+    if is_playground(env_id):
+        playground.task_name(env_id, owner)
+        if backend == "gymnasium":
+            checks.fail(owner, "backend", backend, f"'jax' or 'auto' for env_id={env_id!r}, "
+                        "a MuJoCo Playground task (JAX only)")
+        return "jax"
     if backend == "auto":
         return "jax" if has_jax_env(env_id) else "gymnasium"
     if backend == "jax" and not has_jax_env(env_id):
         checks.fail(owner, "backend", backend,
                     f"'gymnasium' or 'auto' for env_id={env_id!r}, which has no JAX "
-                    f"implementation; JAX envs: {sorted([*JAX_ENVS, *MULTI_AGENT_ENVS])}")
+                    f"implementation; JAX envs: {sorted([*JAX_ENVS, *MULTI_AGENT_ENVS])} and "
+                    f"MuJoCo Playground's tasks as '{PLAYGROUND_PREFIX}<task>'")
     if backend == "gymnasium" and is_multi_agent(env_id):
         checks.fail(owner, "backend", backend, f"'jax' or 'auto' for env_id={env_id!r}, a "
                     "multi-agent JAX env (backend must be 'jax' or 'auto')")
     return backend
 
 
-def make(env_id: str, backend: str = "auto", **kwargs: Any) -> JaxEnv | GymEnvFactory:
+def make(env_id: str, backend: str = "auto", obs_keys: tuple[str, ...] | None = None,
+         **kwargs: Any) -> JaxEnv | GymEnvFactory:
     """A JAX env (time-limited `JaxEnv`) or a gymnasium env factory for `env_id`.
 
     backend: "jax" (error if there is no JAX implementation), "gymnasium" (any
         registered gymnasium id, MuJoCo ones when `mujoco` is installed), or "auto".
-    kwargs: the env's own arguments (e.g. `g=9.81` for Pendulum), plus
-        `max_episode_steps` to override the registered time limit (and `num_agents` for
-        a multi-agent env). For gymnasium they go to `gymnasium.make`.
+    obs_keys: the keys of a dict observation that make up the flat observation, in that
+        order (None: all of them, sorted); Playground tasks only.
+    kwargs: the env's own arguments (e.g. `g=9.81` for Pendulum; `impl="warp"` for a
+        Playground task), plus `max_episode_steps` to override the registered time limit
+        (and `num_agents` for a multi-agent env). For gymnasium they go to `gymnasium.make`.
     """
-    if resolve_backend(env_id, backend) == "gymnasium":
+    backend = resolve_backend(env_id, backend)
+    if is_playground(env_id):
+        return make_playground(env_id, obs_keys, **kwargs)
+    if obs_keys is not None:
+        checks.fail("make", "obs_keys", obs_keys, f"None for env_id={env_id!r}, whose "
+                    "observation is an array (obs_keys select a Playground task's dict "
+                    "observation)")
+    if backend == "gymnasium":
         return gym_env_factory(env_id, **kwargs)
     if is_multi_agent(env_id):
         return MULTI_AGENT_ENVS[env_id](**kwargs)
@@ -138,16 +167,22 @@ __all__ = [
     "MultiAgentCartPole",
     "MultiAgentJaxEnv",
     "MultiAgentPendulum",
+    "PLAYGROUND_EXTRA",
+    "PLAYGROUND_PREFIX",
     "Pendulum",
     "PendulumState",
+    "PlaygroundEnv",
     "RestartOnFailure",
     "TimeLimit",
     "TimeLimitState",
     "check_observation_space",
+    "check_playground_installed",
     "gym_env_factory",
     "has_jax_env",
     "is_multi_agent",
+    "is_playground",
     "make",
+    "make_playground",
     "max_episode_steps",
     "resolve_backend",
 ]

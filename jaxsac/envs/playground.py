@@ -1,0 +1,170 @@
+"""MuJoCo Playground tasks (MJX physics) behind the JaxEnv protocol.
+
+    env = jaxsac.envs.make("playground/CartpoleBalance")   # TimeLimit(PlaygroundEnv)
+    config = jaxsac.SACConfig(env_id="playground/CheetahRun", num_envs=128, ...)
+
+Ids are "playground/<task>", <task> one of MuJoCo Playground's registry
+(`mujoco_playground.registry.ALL_ENVS`; the dm_control suite ones need no download).
+Needs the optional extra `pip install -e '.[playground]'` (mujoco, mujoco-mjx,
+playground); `import jaxsac` does not import it.
+
+Episode ends, the way jaxsac's runners need them (not brax's training wrappers):
+- Playground's `done` (a physics end, e.g. NaN state or a fallen pole) is `terminated`;
+- the task's `episode_length` is a `TimeLimit`, so a time-limit end is `truncated` and
+  its observation is the true final one. brax's auto-reset wrapper would overwrite it
+  with the next episode's first observation; jaxsac's NEXT_STEP autoreset resets on
+  the following step instead.
+
+Observations: an array observation is flattened; a dict one (e.g. {"state": ...,
+"privileged_state": ...}) is the concatenation of the flattened entries named by
+`obs_keys`, in that order (all keys, sorted, when None). Actions: the Box of the
+actuators' control ranges when the action is the control vector (every dm_control
+suite task); otherwise Playground's convention for actions that are not raw controls,
+[-1, 1] per dimension.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsac import checks
+from jaxsac.envs.core import TimeLimit
+
+PLAYGROUND_PREFIX = "playground/"
+PLAYGROUND_EXTRA = "pip install -e '.[playground]'"
+DEFAULT_IMPL = "jax"
+"""MJX implementation the tasks are loaded with: "jax" runs on every JAX backend (CPU,
+GPU, TPU); Playground's own default, "warp", needs an NVIDIA GPU."""
+
+
+def is_playground(env_id: str) -> bool:
+    """Whether `env_id` names a Playground task ("playground/<task>")."""
+    return isinstance(env_id, str) and env_id.startswith(PLAYGROUND_PREFIX)
+
+
+def check_playground_installed(owner: str) -> None:
+    """Raises ImportError naming the extra when MuJoCo Playground cannot be imported."""
+    if importlib.util.find_spec("mujoco_playground") is None:
+        raise ImportError(f"{owner} needs MuJoCo Playground, which is not installed: "
+                          f"{PLAYGROUND_EXTRA} (mujoco, mujoco-mjx and playground)")
+
+
+@functools.cache
+def _registry() -> Any:
+    check_playground_installed("a playground/<task> env")
+    if importlib.util.find_spec("warp") is not None:  # quiet its start-up banner
+        importlib.import_module("warp").config.quiet = True
+    return importlib.import_module("mujoco_playground").registry
+
+
+def task_name(env_id: str, owner: str = "make") -> str:
+    """The Playground task of "playground/<task>", checked against Playground's registry
+    (errors name `owner`'s env_id, the extra when missing, and the known tasks)."""
+    check_playground_installed(f"env_id={env_id!r}")
+    task = env_id[len(PLAYGROUND_PREFIX):]
+    known = tuple(_registry().ALL_ENVS)
+    if task not in known:
+        checks.fail(owner, "env_id", env_id,
+                    f"'playground/<task>' with a MuJoCo Playground task, one of "
+                    f"{[PLAYGROUND_PREFIX + name for name in known]}")
+    return task
+
+
+def episode_length(env_id: str) -> int:
+    """The task's time limit in env steps (its config's `episode_length`)."""
+    return int(_registry().get_default_config(task_name(env_id)).episode_length)
+
+
+def flatten_observation(obs: Any, obs_keys: tuple[str, ...] | None, owner: str) -> Any:
+    """[obs_dim] of one env's observation: an array flattened, or a dict's entries named by
+    `obs_keys` (all, sorted, when None) flattened and concatenated in that order."""
+    if not isinstance(obs, Mapping):
+        if obs_keys is not None:
+            checks.fail(owner, "obs_keys", obs_keys,
+                        "None: the env's observation is an array, not a dict")
+        return jnp.reshape(obs, (-1,)).astype(jnp.float32)
+    keys = tuple(sorted(obs)) if obs_keys is None else obs_keys
+    missing = [k for k in keys if k not in obs]
+    if missing or not keys:
+        checks.fail(owner, "obs_keys", obs_keys,
+                    f"a non-empty tuple of the observation's keys {sorted(obs)}"
+                    + (f" (no key {missing[0]!r})" if missing else ""))
+    return jnp.concatenate([jnp.reshape(obs[k], (-1,)).astype(jnp.float32) for k in keys])
+
+
+def _action_space(env: Any) -> gymnasium.spaces.Box:
+    model = env.mj_model
+    is_control = env.action_size == model.nu and bool(np.all(model.actuator_ctrllimited))
+    if is_control:
+        low, high = np.asarray(model.actuator_ctrlrange, np.float32).T
+    else:
+        low = -np.ones(env.action_size, np.float32)
+        high = np.ones(env.action_size, np.float32)
+    return gymnasium.spaces.Box(low=low, high=high, dtype=np.float32)
+
+
+class PlaygroundEnv:
+    """A Playground `MjxEnv` as a JaxEnv (no time limit; `make` adds the task's).
+
+    obs [obs_dim] float32 (see `flatten_observation`), action [action_size] in
+    `action_space` units, reward [] float32, terminated [] bool (Playground's `done`),
+    truncated [] bool (always False here). The state is Playground's own `State`; the
+    step key is unused (a task draws its own randomness from the state's rng).
+    """
+
+    def __init__(self, env: Any, obs_keys: tuple[str, ...] | None = None,
+                 name: str = "playground"):
+        self.env = env
+        self.name = name
+        self.obs_keys = None if obs_keys is None else tuple(obs_keys)
+        abstract = jax.eval_shape(env.reset, jax.random.key(0))
+        flat = jax.eval_shape(
+            lambda o: flatten_observation(o, self.obs_keys, f"PlaygroundEnv({name})"),
+            abstract.obs)
+        self.observation_space = gymnasium.spaces.Box(
+            -np.inf, np.inf, shape=flat.shape, dtype=np.float32)
+        self.action_space = _action_space(env)
+
+    def _obs(self, state: Any) -> jax.Array:
+        return flatten_observation(state.obs, self.obs_keys, f"PlaygroundEnv({self.name})")
+
+    def reset(self, key: jax.Array) -> tuple[Any, jax.Array]:
+        state = self.env.reset(key)
+        return state, self._obs(state)
+
+    def step(self, state: Any, action: jax.Array, key: jax.Array):
+        del key
+        state = self.env.step(state, jnp.asarray(action, jnp.float32))
+        terminated = state.done > 0
+        return (state, self._obs(state), jnp.asarray(state.reward, jnp.float32), terminated,
+                jnp.zeros((), bool))
+
+    def __repr__(self) -> str:
+        return f"PlaygroundEnv({self.name!r}, obs_keys={self.obs_keys})"
+
+
+def make_playground(env_id: str, obs_keys: tuple[str, ...] | None = None,
+                    impl: str = DEFAULT_IMPL, max_episode_steps: int | None = None
+                    ) -> TimeLimit:
+    """`env_id`'s task ("playground/<task>") in its time limit (`max_episode_steps`
+    overrides the task's episode_length). `impl`: the MJX implementation, "jax" (any
+    backend) or "warp" (NVIDIA GPUs)."""
+    task = task_name(env_id)
+    checks.check_choice("make", "impl", impl, ("jax", "warp"))
+    return TimeLimit(_playground_env(task, obs_keys, impl),
+                     max_episode_steps or episode_length(env_id))
+
+
+@functools.lru_cache(maxsize=16)
+def _playground_env(task: str, obs_keys: tuple[str, ...] | None, impl: str) -> PlaygroundEnv:
+    env = _registry().load(task, config_overrides={"impl": impl})
+    return PlaygroundEnv(env, obs_keys, name=task)
