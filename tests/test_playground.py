@@ -226,3 +226,23 @@ def test_bad_input_fails_at_config_time(monkeypatch):
     with pytest.raises(ImportError, match=r"MuJoCo Playground, which is not installed: "
                        r"pip install -e '\.\[playground\]'"):
         jaxsac.train(config.replace(env_id=ENV_ID))
+
+
+@pytest.mark.parametrize("task", ["CartpoleBalance", "CheetahRun"])
+def test_tuned_examples_follow_playgrounds_brax_sac_settings(task):
+    from mujoco_playground.config import dm_control_suite_params
+
+    theirs = dm_control_suite_params.brax_sac_config(task)
+    ours = jaxsac.tuned(f"playground/{task}")
+    assert ours.env_id == f"playground/{task}" and ours.backend == "auto"
+    assert ours.num_envs == theirs.num_envs and ours.batch_size == theirs.batch_size
+    assert round(ours.utd_ratio * ours.num_envs) == theirs.grad_updates_per_step
+    assert ours.actor_lr == ours.critic_lr == theirs.learning_rate
+    assert ours.gamma == theirs.discounting and ours.learning_starts == theirs.min_replay_size
+    assert ours.buffer_capacity == theirs.max_replay_size
+    assert ours.normalize_obs == theirs.normalize_observations
+    assert ours.critic_layer_norm == theirs.network_factory.q_network_layer_norm
+    assert 0 <= ours.total_env_steps - theirs.num_timesteps < ours.log_every
+    act_dim = envs.make(ours.env_id).action_space.shape[0]
+    assert ours.target_entropy == -0.5 * act_dim  # brax's SAC fixes it there
+    jaxsac.make_train(ours)  # a valid run (validated; nothing is compiled)

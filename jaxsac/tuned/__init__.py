@@ -20,9 +20,13 @@ from jaxsac.config import SACConfig
 
 
 def available() -> list[str]:
-    """Environment ids with a tuned configuration."""
-    files = resources.files(__name__).iterdir()
-    return sorted(f.name.removesuffix(".json") for f in files if f.name.endswith(".json"))
+    """Environment ids with a tuned configuration ("playground/<task>" ids from the
+    playground folder)."""
+    root = resources.files(__name__)
+    ids = [f.name for f in root.iterdir() if f.name.endswith(".json")]
+    ids += [f"playground/{f.name}" for f in root.joinpath("playground").iterdir()
+            if f.name.endswith(".json")]
+    return sorted(name.removesuffix(".json") for name in ids)
 
 
 def tuned_values(env_id: str) -> dict[str, Any]:
@@ -30,7 +34,7 @@ def tuned_values(env_id: str) -> dict[str, Any]:
     if env_id not in available():
         raise ValueError(f"tuned: env_id={env_id!r} has no tuned configuration; "
                          f"available: {available()}")
-    text = resources.files(__name__).joinpath(f"{env_id}.json").read_text()
+    text = resources.files(__name__).joinpath(*f"{env_id}.json".split("/")).read_text()
     return {k: v for k, v in json.loads(text).items() if not k.startswith("_")}
 
 
