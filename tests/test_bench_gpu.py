@@ -27,7 +27,7 @@ def _positive(x) -> bool:
 
 def test_every_section_is_written(smallest):
     result, written, md = smallest
-    assert set(written["sections"]) == {"updates", "envs", "seeds"}
+    assert set(written["sections"]) == {"updates", "envs", "seeds", "playground"}
     assert written["sections"]["updates"] is not None
     assert [r["num_envs"] for r in written["sections"]["envs"]] == [
         e for e, _ in bench_gpu.SMALLEST.env_runs]
@@ -35,8 +35,10 @@ def test_every_section_is_written(smallest):
         s for s, _ in bench_gpu.SMALLEST.seed_runs]
     assert written["skipped"] == [] and written["errors"] == {}
     assert written["environment"]["device_kind"] and written["environment"]["jax"]
-    assert "not yet measured: no Playground adapter" in md
-    for heading in ("Learner updates", "training by env count", "Vmapped seeds"):
+    assert [r["num_envs"] for r in written["sections"]["playground"]] == [
+        e for e, _ in bench_gpu.SMALLEST.playground_runs]
+    for heading in ("Learner updates", "Pendulum-v1 training by env count", "Vmapped seeds",
+                    "MuJoCo Playground training by env count"):
         assert heading in md
     assert json.loads(json.dumps(result)) == written
 
@@ -53,7 +55,7 @@ def test_update_rates(smallest):
 
 def test_training_counts_match_the_configs(smallest):
     sections = smallest[1]["sections"]
-    for row in sections["envs"] + sections["seeds"]:
+    for row in sections["envs"] + sections["seeds"] + sections["playground"]:
         config = row["config"]
         assert row["env_steps"] == row["expected_env_steps"] == row["seeds"] * config[
             "total_env_steps"]
@@ -90,6 +92,9 @@ def test_sizes_are_valid_configs(sizes):
     e = sizes.seed_num_envs  # section 3: one gradient step per env step
     configs += [(bench_gpu.train_config(e, i, e, learning_starts=sizes.learning_starts), e)
                 for _, i in sizes.seed_runs]
+    configs += [(bench_gpu.playground_config(sizes.playground_task, e, i,
+                                             sizes.learning_starts), 8)
+                for e, i in sizes.playground_runs]
     for config, per_iteration in configs:
         assert round(config.utd_ratio * config.num_envs) == per_iteration
         assert config.buffer_capacity % config.num_envs == 0
@@ -104,7 +109,8 @@ def test_budget_skips_and_still_writes(tmp_path):
     path = tmp_path / "gpu.json"
     result = bench_gpu.run_all(bench_gpu.SMALLEST, budget_s=-1.0, out_json=str(path),
                                log=lambda *_: None)
-    assert result["skipped"] == ["updates", "envs=1", "seeds=2"]
+    assert result["skipped"] == ["updates", "envs=1", "seeds=2",
+                                 "playground CartpoleBalance envs=8"]
     assert json.loads(path.read_text())["skipped"] == result["skipped"]
     assert "Skipped (time budget)" in bench_gpu.markdown(result)
 
@@ -113,12 +119,13 @@ def test_keep_going_records_failures(monkeypatch, tmp_path):
     def fail(*args, **kwargs):
         raise RuntimeError("out of memory")
 
-    for name in ("bench_updates", "bench_envs", "bench_seeds"):
+    for name in ("bench_updates", "bench_envs", "bench_seeds", "bench_playground"):
         monkeypatch.setattr(bench_gpu, name, fail)
     path = tmp_path / "gpu.json"
     result = bench_gpu.run_all(bench_gpu.SMALLEST, out_json=str(path), log=lambda *_: None,
                                keep_going=True)
-    assert set(result["errors"]) == {"updates", "envs=1", "seeds=2"}
+    assert set(result["errors"]) == {"updates", "envs=1", "seeds=2",
+                                     "playground CartpoleBalance envs=8"}
     assert json.loads(path.read_text())["errors"]["envs=1"] == "RuntimeError: out of memory"
     assert "Failed: seeds=2" in bench_gpu.markdown(result)
     with pytest.raises(RuntimeError):

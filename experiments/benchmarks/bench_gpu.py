@@ -1,5 +1,6 @@
 """jaxsac's throughput on an accelerator (or the CPU): learner updates/s, training env
-steps/s by env count, and vmapped seeds; one JSON and one Markdown table.
+steps/s by env count, vmapped seeds and a MuJoCo Playground task; one JSON and one
+Markdown table.
 
     .venv/bin/python -m experiments.benchmarks.bench_gpu [--smallest] [--plain]
         [--out-json docs/benchmarks/gpu.json] [--out-md docs/benchmarks/gpu.md]
@@ -25,6 +26,9 @@ Sections, each a function returning rows of plain numbers:
 3. `bench_seeds`: `jax.jit(jax.vmap(make_train(config)))(split(key, S))` for S seeds of
    one config, timed the same way; env steps/s summed over seeds. Each seed count has
    its own iteration count, so that every timed run lasts long enough.
+4. `bench_playground`: a MuJoCo Playground task's tuned example (Playground's brax SAC
+   settings; CheetahRun, CartpoleBalance at the smallest size) at several `num_envs`,
+   timed as section 2. Needs the `playground` extra.
 
 The default (GPU) sizes make every timed call last about 3 s or more on an NVIDIA H200
 (0.09 ms per bare update, about 0.15 ms per gradient step in training with one seed),
@@ -68,8 +72,8 @@ BUFFER = 100_000  # the tuned Pendulum-v1's capacity (rounded up to a multiple o
 EVAL_EPISODES = 2
 DEFAULT_OUT = (os.path.join("docs", "benchmarks", "gpu.json"),
                os.path.join("docs", "benchmarks", "gpu.md"))
-NOT_MEASURED = ("MuJoCo Playground CheetahRun at 128 and 1,024 envs, and brax's SAC side "
-                "by side (not yet measured: no Playground adapter)")
+NOT_MEASURED = "brax's SAC side by side"
+PLAYGROUND_BUFFER = 1_048_576  # replay capacity of the Playground runs (env steps)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +85,8 @@ class Sizes:
     seed_runs: tuple[tuple[int, int], ...]  # (seeds, iterations) of section 3
     seed_num_envs: int  # section 3: one gradient step per env step
     learning_starts: int
+    playground_task: str  # section 4: a MuJoCo Playground task, its tuned example
+    playground_runs: tuple[tuple[int, int], ...]  # (num_envs, iterations) of section 4
 
 
 # Sized from the rates of an earlier H200 run with shorter sizes (1,000 updates; 3,000
@@ -91,9 +97,11 @@ class Sizes:
 GPU = Sizes(updates=36_000, repeats=3,
             env_runs=((1, 20_000), (64, 3_000), (1024, 3_000), (4096, 3_000)),
             grad_steps_per_iteration=8, seed_runs=((1, 3_000), (8, 2_000), (64, 600)),
-            seed_num_envs=8, learning_starts=256)
+            seed_num_envs=8, learning_starts=256,
+            playground_task="CheetahRun", playground_runs=((128, 2_000), (1024, 1_000)))
 SMALLEST = Sizes(updates=20, repeats=3, env_runs=((1, 320),), grad_steps_per_iteration=8,
-                 seed_runs=((2, 40),), seed_num_envs=8, learning_starts=256)
+                 seed_runs=((2, 40),), seed_num_envs=8, learning_starts=256,
+                 playground_task="CartpoleBalance", playground_runs=((8, 40),))
 TIMED_RUNS = 2  # timed runs of each training program, each with its own key
 
 
@@ -116,6 +124,20 @@ def train_config(num_envs: int, iterations: int, grad_steps: int, *, plain: bool
     return jaxsac.tuned("Pendulum-v1", **overrides)
 
 
+def playground_config(task: str, num_envs: int, iterations: int,
+                      learning_starts: int = 256) -> jaxsac.SACConfig:
+    """The tuned "playground/<task>" (Playground's brax SAC settings: 8 gradient steps of
+    batch 512 per iteration whatever the env count, LayerNorm critics) with `num_envs`
+    envs for `iterations` iterations as one log period."""
+    tuned = jaxsac.tuned(f"playground/{task}")
+    grad_steps = round(tuned.utd_ratio * tuned.num_envs)
+    total = num_envs * iterations
+    return tuned.replace(num_envs=num_envs, utd_ratio=grad_steps / num_envs, total_env_steps=total,
+                        log_every=total, learning_starts=learning_starts,
+                        buffer_capacity=num_envs * -(-PLAYGROUND_BUFFER // num_envs),
+                        eval_episodes=EVAL_EPISODES)
+
+
 def expected_counts(config: jaxsac.SACConfig) -> tuple[int, int]:
     """(env steps, gradient steps) a run of `config` takes: random actions for
     ceil(learning_starts / num_envs) iterations, the last of which already learns, then
@@ -129,9 +151,9 @@ def expected_counts(config: jaxsac.SACConfig) -> tuple[int, int]:
 
 
 def config_summary(config: jaxsac.SACConfig) -> dict[str, Any]:
-    keys = ("num_envs", "utd_ratio", "total_env_steps", "log_every", "learning_starts",
-            "buffer_capacity", "batch_size", "hidden_sizes", "prioritized", "n_step",
-            "eval_episodes")
+    keys = ("env_id", "num_envs", "utd_ratio", "total_env_steps", "log_every",
+            "learning_starts", "buffer_capacity", "batch_size", "hidden_sizes", "prioritized",
+            "n_step", "critic_layer_norm", "normalize_obs", "eval_episodes")
     return {k: (list(v) if isinstance(v, tuple) else v)
             for k in keys for v in [getattr(config, k)]}
 
@@ -237,6 +259,13 @@ def bench_seeds(seeds: int, num_envs: int, iterations: int, *, plain: bool = Fal
     return bench_training(config, seeds=seeds)
 
 
+def bench_playground(task: str, num_envs: int, iterations: int,
+                     learning_starts: int = 256) -> dict[str, Any]:
+    """Section 4: one seed of the tuned Playground task with `num_envs` envs."""
+    return bench_training(playground_config(task, num_envs, iterations, learning_starts),
+                          seeds=None)
+
+
 # --- report -------------------------------------------------------------------------------
 
 
@@ -300,6 +329,23 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{r['compile_s']:.1f} s | {_runs(r)} | {r['spread_pct']:.1f}% | "
                      f"{_n(r['env_steps_per_s'])} | {_n(r['env_steps_per_s_per_seed'])} | "
                      f"{_n(r['grad_steps_per_s'])} |")
+    lines += ["", "## MuJoCo Playground training by env count (one seed, "
+              "`jax.jit(make_train(config))`)", ""]
+    playground_rows = result["sections"].get("playground", [])
+    if playground_rows:
+        c = playground_rows[0]["config"]
+        lines += [f"The tuned `{c['env_id']}` (Playground's brax SAC settings: "
+                  f"{round(c['utd_ratio'] * c['num_envs'])} gradient steps of batch "
+                  f"{c['batch_size']} per iteration, LayerNorm critics, normalized "
+                  "observations); MJX with its JAX implementation; timed as above.", ""]
+    lines += ["| envs | env steps | grad steps | compile | runs | spread | env steps/s | "
+              "grad steps/s | eval return |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in playground_rows:
+        lines.append(f"| {r['num_envs']:,} | {r['env_steps']:,} | {r['grad_steps']:,} | "
+                     f"{r['compile_s']:.1f} s | {_runs(r)} | {r['spread_pct']:.1f}% | "
+                     f"{_n(r['env_steps_per_s'])} | {_n(r['grad_steps_per_s'])} | "
+                     f"{_n(r['eval_return'][0], 1)} |")
     lines += [""]
     for name, error in result["errors"].items():
         lines += [f"Failed: {name}: `{error.splitlines()[0][:300]}`", ""]
@@ -330,7 +376,8 @@ def run_all(sizes: Sizes, *, plain: bool = False, budget_s: float | None = None,
         "sizes": dataclasses.asdict(sizes),
         "config_name": "plain (uniform replay, n-step 1)" if plain
         else "tuned Pendulum-v1 (prioritized replay, n-step 2–4)",
-        "command": command, "sections": {"updates": None, "envs": [], "seeds": []},
+        "command": command,
+        "sections": {"updates": None, "envs": [], "seeds": [], "playground": []},
         "skipped": [], "errors": {}, "not_measured": NOT_MEASURED}
     log(f"device: {result['environment']['device_kind']}, jax {jax.__version__}")
     common = dict(plain=plain, learning_starts=sizes.learning_starts)
@@ -340,6 +387,10 @@ def run_all(sizes: Sizes, *, plain: bool = False, budget_s: float | None = None,
         e, i, sizes.grad_steps_per_iteration, **common)) for e, i in sizes.env_runs]
     jobs += [("seeds", f"seeds={s}", lambda s=s, i=i: bench_seeds(
         s, sizes.seed_num_envs, i, **common)) for s, i in sizes.seed_runs]
+    jobs += [("playground", f"playground {sizes.playground_task} envs={e}",
+              lambda e=e, i=i: bench_playground(sizes.playground_task, e, i,
+                                                sizes.learning_starts))
+             for e, i in sizes.playground_runs]
     for section, name, job in jobs:
         elapsed = time.perf_counter() - start
         if budget_s is not None and elapsed > budget_s:
