@@ -177,6 +177,80 @@ def test_autoreset_next_step_semantics():
     assert rows[3][1] != 0.0  # a real step again
 
 
+class _CountedResets:
+    """Pendulum whose reset reports each run to the host (a debug callback), so a test
+    counts the resets a compiled step actually computes."""
+
+    def __init__(self, env, calls: list):
+        self.env, self.calls = env, calls
+        self.observation_space, self.action_space = env.observation_space, env.action_space
+
+    def reset(self, key):
+        state, obs = self.env.reset(key)
+        jax.debug.callback(lambda: self.calls.append(1))
+        return state, obs
+
+    def step(self, state, action, key):
+        return self.env.step(state, action, key)
+
+
+@pytest.mark.parametrize("seeds", [None, 2])
+def test_autoreset_step_batch_is_vmapped_step_with_resets_only_when_needed(seeds):
+    """step_batch gives vmap(step)'s rows, each env on its own: a row of an env that
+    needs a reset is env.reset(that row's key), others are steps. The resets run only in
+    steps where some env needs one, also when vmapped over seeds (a vmapped lax.cond
+    would compute them at every step)."""
+    calls: list = []
+    env = AutoReset(TimeLimit(_CountedResets(envs.Pendulum(), calls), 3))
+    num_envs, num_steps = 3, 9
+
+    def rollout(key, batched):
+        state, _ = jax.vmap(env.reset)(jax.random.split(key, num_envs))
+        # Envs out of step: env 1 starts one step into its episode.
+        state = state.replace(env_state=state.env_state.replace(
+            elapsed_steps=jnp.array([0, 1, 0], jnp.int32)))
+
+        def body(state, key):
+            action = jax.random.uniform(key, (num_envs, 1), minval=-2, maxval=2)
+            keys = jax.random.split(key, num_envs)
+            out = (env.step_batch(state, action, keys) if batched
+                   else jax.vmap(env.step)(state, action, keys))
+            return out[0], (*out[1:], state.needs_reset, keys)
+
+        return jax.lax.scan(body, state, jax.random.split(key, num_steps))[1]
+
+    keys = jax.random.key(5) if seeds is None else jax.random.split(jax.random.key(5), seeds)
+    def run(batched):
+        calls.clear()
+        fn = (lambda k: rollout(k, batched))
+        out = jax.block_until_ready(jax.jit(fn if seeds is None else jax.vmap(fn))(keys))
+        return out, len(calls)
+
+    expected, calls_vmapped_step = run(False)
+    got, calls_step_batch = run(True)
+    obs, reward, terminated, truncated, needs_reset, step_keys = got
+    np.testing.assert_allclose(obs, expected[0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(reward, expected[1], rtol=1e-6, atol=1e-6)
+    for a, b in zip(got[2:5], expected[2:5], strict=True):
+        np.testing.assert_array_equal(a, b)
+    reset_rows = np.asarray(needs_reset).reshape(-1, num_steps, num_envs)  # [seeds, T, E]
+    assert reset_rows.any() and not reset_rows.all()
+    # Reset rows: the env's reset with that row's key, reward 0, no flags.
+    flat_keys = np.asarray(jax.random.key_data(step_keys)).reshape(-1, 2)
+    rows = np.flatnonzero(reset_rows.reshape(-1))
+    for row in rows:
+        key = jax.random.wrap_key_data(flat_keys[row])
+        np.testing.assert_array_equal(obs.reshape(-1, 3)[row], envs.Pendulum().reset(key)[1])
+    assert not np.any(np.asarray(reward).reshape(-1)[rows])
+    # Each compiled reset call (all envs of all seeds at once) reports once: the initial
+    # reset, then only the steps where some env of some seed needs one, where the
+    # vmapped step computes them at every step.
+    steps_with_resets = int(reset_rows.any(axis=(0, 2)).sum())
+    assert steps_with_resets < num_steps
+    assert calls_step_batch == 1 + steps_with_resets
+    assert calls_vmapped_step == 1 + num_steps
+
+
 def test_make_backends():
     assert envs.has_jax_env(PENDULUM) and envs.has_jax_env(MOUNTAIN_CAR)
     assert envs.has_jax_env("CartPole-v1") and envs.has_jax_env("Acrobot-v1")

@@ -112,7 +112,7 @@ def make_jax_runner(env: JaxEnv, num_envs: int, normalize_obs: bool = False) -> 
             raise ValueError(f"act_fn returned actions of shape {action.shape}; expected "
                              f"(num_envs, *action shape) = {(num_envs, *actions.shape)}")
         is_reset_row = rstate.env_state.needs_reset
-        env_state, next_obs, reward, terminated, truncated = jax.vmap(autoreset_env.step)(
+        env_state, next_obs, reward, terminated, truncated = autoreset_env.step_batch(
             rstate.env_state, actions.to_env(action), jax.random.split(env_key, num_envs))
         next_obs = connectors.flatten_obs(next_obs)
         done = jnp.logical_or(terminated, truncated)
