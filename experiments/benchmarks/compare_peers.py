@@ -3,10 +3,14 @@
     make bench-peers          # creates .venv-peers, then runs this with the defaults
     .venv/bin/python -m experiments.benchmarks.compare_peers [--seeds 0 1 2] [--vmap-seeds 8]
     .venv/bin/python -m experiments.benchmarks.compare_peers --task cartpole
+    .venv/bin/python -m experiments.benchmarks.compare_peers --task cartpole_balance
 
 --task pendulum (the default) is the comparison described below. --task cartpole runs
 discrete SAC on CartPole-v1 with jaxsac (both backends) and rejax only, in rejax's own
 CartPole setting (CARTPOLE below), and writes docs/benchmarks/peers_cartpole.json and .md.
+--task cartpole_balance runs jaxsac (JAX backend) and brax's SAC on MuJoCo Playground's
+CartpoleBalance in Playground's own brax SAC setting (CARTPOLE_BALANCE below), one seed
+per run (no vmapped runs), and writes docs/benchmarks/peers_cartpole_balance.json and .md.
 
 Every run is a fresh process: jaxsac's runner under jaxsac's `.venv`, the peers' under
 `.venv-peers` (made by experiments/benchmarks/setup_peers.sh; never a dependency of
@@ -52,6 +56,7 @@ LIBRARIES = {
     "rejax": (".venv-peers", "rejax_sac", []),
     "sbx": (".venv-peers", "sbx_sac", []),
     "sb3": (".venv-peers", "sb3_sac", []),
+    "brax": (".venv-peers", "brax_sac", []),
 }
 VMAPPED = ("jaxsac-jax", "rejax")
 DESCRIPTIONS = {
@@ -60,6 +65,7 @@ DESCRIPTIONS = {
     "rejax": "rejax SAC, gymnax Pendulum, one jitted program",
     "sbx": "sbx SAC (SB3 loop, JAX networks), gymnasium Pendulum-v1",
     "sb3": "stable-baselines3 SAC (torch CPU), gymnasium Pendulum-v1",
+    "brax": "brax SAC (brax.training.agents.sac), MuJoCo Playground task, pmapped epochs",
 }
 
 
@@ -87,20 +93,28 @@ class Task:
     """jaxsac's runner's own further settings."""
     curves: bool = False
     """The tables add each seed's best in-run evaluation and when it reached return_bar."""
+    vmap_seeds: int = 8
+    """The default of --vmap-seeds (0: no vmapped runs)."""
+    summary: Callable[[list[dict], argparse.Namespace], dict[str, Any]] | None = None
+    """(records, args) -> the task's own summary (report["summary"]["by_library"])."""
+    tables: Callable[[dict[str, Any]], list[str]] | None = None
+    """(report) -> the markdown's result sections, in place of the generic tables."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The options; those left out (None) take the task's defaults."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--task", choices=list(TASKS), default="pendulum",
-                   help="pendulum: all libraries on Pendulum-v1; cartpole: discrete SAC, "
-                        "jaxsac and rejax on CartPole-v1")
+                   help="pendulum: jaxsac, rejax, sbx and sb3 on Pendulum-v1; cartpole: "
+                        "discrete SAC, jaxsac and rejax on CartPole-v1; cartpole_balance: "
+                        "jaxsac and brax on MuJoCo Playground's CartpoleBalance")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
                    help="one round per seed; each round runs every library once")
     p.add_argument("--libraries", nargs="+", choices=list(LIBRARIES),
                    help="default: the task's")
-    p.add_argument("--vmap-seeds", type=int, default=8,
-                   help="seeds of the vmapped jaxsac and rejax runs (0: none)")
+    p.add_argument("--vmap-seeds", type=int,
+                   help="seeds of the vmapped jaxsac and rejax runs (0: none); default: the "
+                        "task's (8; 0 for cartpole_balance)")
     p.add_argument("--vmap-rounds", type=int, default=1,
                    help="repetitions of the vmapped pair, alternating which goes first")
     p.add_argument("--total-env-steps", type=int, help="default: the task's")
@@ -117,6 +131,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     task = TASKS[args.task]
     defaults = {"libraries": list(task.libraries), "total_env_steps": task.total_env_steps,
                 "learning_starts": task.learning_starts, "buffer_size": task.buffer_size,
+                "vmap_seeds": task.vmap_seeds,
                 "out_json": task.out + ".json", "out_md": task.out + ".md"}
     for name, value in defaults.items():
         if getattr(args, name) is None:
@@ -132,9 +147,13 @@ def python_for(library: str, args: argparse.Namespace) -> str:
 
 
 def flags(settings: dict[str, Any]) -> list[str]:
-    """Runner arguments: {"num_envs": 5, "hidden": [64, 64]} -> --num-envs 5 --hidden 64 64."""
+    """Runner arguments: {"num_envs": 5, "hidden": [64, 64]} -> --num-envs 5 --hidden 64 64;
+    a bool is a switch: {"normalize_obs": True} -> --normalize-obs (False: left out)."""
     out = []
     for key, value in settings.items():
+        if isinstance(value, bool):
+            out += [f"--{key.replace('_', '-')}"] if value else []
+            continue
         values = value if isinstance(value, list) else [value]
         out += [f"--{key.replace('_', '-')}", *map(str, values)]
     return out
@@ -437,17 +456,23 @@ def cartpole_header(report: dict[str, Any]) -> list[str]:
 
 
 def markdown(report: dict[str, Any], task: Task) -> str:
-    lines = [
-        *task.header(report),
-        f"## One seed per run ({len(report['seeds'])} round"
-        f"{'s' if len(report['seeds']) != 1 else ''}, libraries alternating)",
-        "",
-        *table(report["summary"]["single"], vmapped=False, task=task),
-        "",
-    ]
+    lines = list(task.header(report))
+    if task.tables is not None:
+        lines += task.tables(report)
+    else:
+        lines += [
+            f"## One seed per run ({len(report['seeds'])} round"
+            f"{'s' if len(report['seeds']) != 1 else ''}, libraries alternating)",
+            "",
+            *table(report["summary"]["single"], vmapped=False, task=task),
+            "",
+        ]
     if report["summary"]["vmapped"]:
         lines += [f"## {report['vmap_seeds']} seeds vmapped in one program", "",
                   *table(report["summary"]["vmapped"], vmapped=True, task=task), ""]
+        if task.tables is not None:
+            lines += ["(Vmapped runs: jaxsac only; the tables above are of the one-seed "
+                      "runs.)", ""]
     if report["bars"]:
         lines += bar_lines(report["bars"])
     lines += ["## Versions", ""]
@@ -517,8 +542,177 @@ def cartpole_settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+
+CARTPOLE_BALANCE = {
+    # MuJoCo Playground's brax SAC config for the dm_control suite
+    # (mujoco_playground/config/dm_control_suite_params.py, brax_sac_config): 128 envs,
+    # batch 512, 8 gradient steps per step of the 128 envs, learning rate 1e-3, LayerNorm
+    # in the critics, normalized observations, discount 0.99, min replay size 8,192
+    # (learning_starts); brax's default 256x256 ReLU networks and tau 0.005. Its 5M env
+    # steps and 4M-transition buffer are cut to a CPU budget (the task's total_env_steps,
+    # the buffer holding the whole run). Every runner gets these.
+    "env_id": "playground/CartpoleBalance", "num_envs": 128, "utd_ratio": 8 / 128,
+    "batch_size": 512, "hidden": [256, 256], "activation": "relu", "lr": 1e-3,
+    "gamma": 0.99, "tau": 0.005, "normalize_obs": True, "critic_layer_norm": True,
+    "mark_every": 8_192, "eval_episodes": 10,
+}
+CARTPOLE_BALANCE_JAXSAC = {
+    # What brax's SAC fixes, given to jaxsac so that both run the same settings: alpha's
+    # Adam learning rate 3e-4 and target entropy -0.5 |A| (-0.5 for CartpoleBalance's one
+    # action); initial alpha 1 is already jaxsac's runner setting.
+    "alpha_lr": 3e-4, "target_entropy": -0.5,
+}
+
+
+def cartpole_balance_settings(args: argparse.Namespace) -> dict[str, Any]:
+    s = CARTPOLE_BALANCE
+    return {
+        **s, "total_env_steps": args.total_env_steps,
+        "learning_starts": args.learning_starts, "buffer_size": args.buffer_size,
+        "gradient_steps_per_iteration": round(s["utd_ratio"] * s["num_envs"]),
+        "alpha": "learned, initial 1, Adam 3e-4, target -0.5 |A| = -0.5 (brax's fixed "
+                 "choices; jaxsac given the same)",
+        "jaxsac": CARTPOLE_BALANCE_JAXSAC,
+        "episode_length": 1000, "return_bar": TASKS["cartpole_balance"].return_bar,
+        "final_evaluation": "common: raw Playground env (impl jax), 10 deterministic "
+                            "episodes reset with PRNGKey(10000 + i)",
+        "steady_window": [steady_start(args.learning_starts, s["mark_every"]),
+                          args.total_env_steps],
+    }
+
+
+def cartpole_balance_header(report: dict[str, Any]) -> list[str]:
+    """The CartpoleBalance report's title, command, machine and settings."""
+    settings = report["settings"]
+    every = settings["mark_every"]
+    return [
+        "# SAC on MuJoCo Playground's CartpoleBalance: jaxsac and brax",
+        "",
+        f"Generated {report['date']} by `{report['command']}`. How it is measured: "
+        "[docs/peers.md](../peers.md#mujoco-playground-cartpolebalance-against-brax).",
+        "",
+        machine_line(report),
+        "",
+        "Settings (MuJoCo Playground's brax SAC config for the dm_control suite, cut to a "
+        f"CPU budget): {settings['total_env_steps']:,} env steps over "
+        f"{settings['num_envs']} envs, {settings['gradient_steps_per_iteration']} gradient "
+        f"steps of batch {settings['batch_size']} per step of the envs "
+        f"({settings['utd_ratio']:g} per env step), learning starts "
+        f"{settings['learning_starts']:,}, buffer {settings['buffer_size']:,}, "
+        f"{'×'.join(map(str, settings['hidden']))} {settings['activation']} actor and "
+        f"critics, LayerNorm in the critics, normalized observations, Adam "
+        f"{settings['lr']:g} (actor, critics), γ {settings['gamma']:g}, τ "
+        f"{settings['tau']:g} every gradient step, learned α (initial 1, Adam 3e-4, "
+        "target −0.5·|A| = −0.5: brax's fixed choices, given to jaxsac too). In-run "
+        f"evaluation: each library's own, every {every:,} env steps, "
+        f"{settings['eval_episodes']} deterministic episodes of 1,000 steps. Final "
+        f"return: the common evaluation, {settings['eval_episodes']} deterministic "
+        "episodes of the raw Playground env (MJX impl \"jax\"), episode i reset with "
+        "PRNGKey(10000 + i), the same for both libraries. Steady env steps/s: env steps "
+        f"{settings['steady_window'][0]:,}–{settings['steady_window'][1]:,} over the "
+        "time between them; gradient steps/s = env steps/s × "
+        f"{settings['utd_ratio']:g}. Medians over the seeds; each seed's value follows.",
+        "",
+    ]
+
+
+def median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def cartpole_balance_summary(records: list[dict], args: argparse.Namespace
+                             ) -> dict[str, Any]:
+    """Per library, from its one-seed runs: each seed's timings, rates, own in-run
+    evaluations and final return, and their medians over the seeds."""
+    utd = CARTPOLE_BALANCE["utd_ratio"]
+    out: dict[str, Any] = {}
+    for lib in args.libraries:
+        runs = [r for r in records if r["library"] == lib and r.get("num_seeds") == 1]
+        ok = sorted((r for r in runs if "error" not in r), key=lambda r: r["seed"])
+        rates = [r["steady_env_steps_per_s"] for r in ok]
+        per_seed = {
+            "wall_s": [r["wall_s"] for r in ok],
+            "compile_s": [r["compile_s"] for r in ok],
+            "startup_s": [r["startup_s"] for r in ok],
+            "steady_env_steps_per_s": rates,
+            "gradient_steps_per_s": [round(x * utd, 2) for x in rates],
+            "final_return": [r["final_return"][0] for r in ok],
+        }
+        evals: dict[int, list[float]] = {}
+        for r in ok:
+            for step, x in zip(r["own_eval_env_steps"], r["own_eval_returns"][0],
+                               strict=True):
+                evals.setdefault(step, []).append(x)
+        out[lib] = {
+            "runs": len(runs), "failed": len(runs) - len(ok), "seeds": [r["seed"] for r in ok],
+            "per_seed": per_seed,
+            "median": {k: median(v) for k, v in per_seed.items()},
+            "own_eval": {str(step): {"per_seed": xs, "median": median(xs)}
+                         for step, xs in sorted(evals.items())},
+        }
+    return out
+
+
+def cartpole_balance_tables(report: dict[str, Any]) -> list[str]:
+    """Speed per library, then the returns at equal env steps."""
+    summary = report["summary"]["by_library"]
+    rounds = len(report["seeds"])
+    ref = summary.get("jaxsac-jax", {}).get("median", {}).get("steady_env_steps_per_s")
+    per_seed = lambda xs, digits=0: ", ".join(fmt(x, digits) for x in xs) or "—"  # noqa: E731
+    lines = [f"## Speed: one seed per run ({rounds} round{'s' if rounds != 1 else ''}, "
+             "libraries alternating), medians (per seed)", "",
+             "| library | runs | wall s | compile s | start-up s | steady env steps/s | "
+             "gradient steps/s | jaxsac-jax ÷ this |",
+             "|---|---|---|---|---|---|---|---|"]
+    for lib, s in summary.items():
+        m, p = s["median"], s["per_seed"]
+        runs = f"{s['runs']}" + (f" ({s['failed']} failed)" if s["failed"] else "")
+        lines.append(
+            f"| {lib} | {runs} | {fmt(m['wall_s'])} ({per_seed(p['wall_s'], 1)}) "
+            f"| {fmt(m['compile_s'])} ({per_seed(p['compile_s'], 1)}) "
+            f"| {fmt(m['startup_s'])} ({per_seed(p['startup_s'], 1)}) "
+            f"| {fmt(m['steady_env_steps_per_s'], 0)} ({per_seed(p['steady_env_steps_per_s'])}) "
+            f"| {fmt(m['gradient_steps_per_s'], 0)} ({per_seed(p['gradient_steps_per_s'])}) "
+            f"| {times(ratio(ref, m['steady_env_steps_per_s']))} |")
+    others = [lib for lib in summary if lib != "jaxsac-jax"]
+    for lib in others:
+        rounds_ratio = per_round(report["runs"], "jaxsac-jax", lib)
+        if rounds_ratio:
+            lines += ["", f"jaxsac-jax ÷ {lib}, steady env steps/s of each round (same seed, "
+                          f"run one after the other): "
+                          + ", ".join(f"{x:.2f}" for x in rounds_ratio) + "."]
+    libs = list(summary)
+    steps = sorted({int(step) for s in summary.values() for step in s["own_eval"]})
+    lines += ["", "## Return at equal env steps: medians (per seed)", "",
+              "Each library's own in-run evaluation at each mark, then the common final "
+              "evaluation. jaxsac's at "
+              f"{report['settings']['learning_starts']:,} ends its random warm-up, before "
+              "learning; brax's first after its prefill is a mark later (its evaluation "
+              "before the prefill, at env step 0, is in the JSON: "
+              "`own_eval_before_training`).", "",
+              "| env steps | " + " | ".join(libs) + " |", "|---|" + "---|" * len(libs)]
+    for step in steps:
+        cells = []
+        for lib in libs:
+            e = summary[lib]["own_eval"].get(str(step))
+            cells.append("—" if e is None else
+                         f"{minus(e['median'])} ({', '.join(minus(x) for x in e['per_seed'])})")
+        lines.append(f"| {step:,} | " + " | ".join(cells) + " |")
+    finals = []
+    for lib in libs:
+        xs = summary[lib]["per_seed"]["final_return"]
+        finals.append("—" if not xs else
+                      f"**{minus(median(xs))}** ({', '.join(minus(x) for x in xs)})")
+    lines.append("| final, common evaluation | " + " | ".join(finals) + " |")
+    bar = report["settings"]["return_bar"]
+    lines += ["", "Final returns ≥ " + minus(bar) + ": " + "; ".join(
+        f"{lib} {sum(x >= bar for x in summary[lib]['per_seed']['final_return'])}/"
+        f"{len(summary[lib]['per_seed']['final_return'])}" for lib in libs) + ".", ""]
+    return lines
+
 TASKS = {
-    "pendulum": Task(libraries=tuple(LIBRARIES), total_env_steps=20_000,
+    "pendulum": Task(libraries=("jaxsac-jax", "jaxsac-gymnasium", "rejax", "sbx", "sb3"),
+                     total_env_steps=20_000,
                      learning_starts=1_000, buffer_size=20_000, return_bar=-250.0,
                      out="docs/benchmarks/peers", settings=pendulum_settings,
                      header=pendulum_header, bars=pendulum_bars),
@@ -528,6 +722,15 @@ TASKS = {
                      settings=cartpole_settings, header=cartpole_header,
                      runner_settings=CARTPOLE, jaxsac_settings=CARTPOLE_JAXSAC,
                      curves=True),
+    "cartpole_balance": Task(libraries=("jaxsac-jax", "brax"), total_env_steps=163_840,
+                             learning_starts=8_192, buffer_size=163_840, return_bar=900.0,
+                             out="docs/benchmarks/peers_cartpole_balance",
+                             settings=cartpole_balance_settings,
+                             header=cartpole_balance_header,
+                             runner_settings=CARTPOLE_BALANCE,
+                             jaxsac_settings=CARTPOLE_BALANCE_JAXSAC, vmap_seeds=0,
+                             summary=cartpole_balance_summary,
+                             tables=cartpole_balance_tables),
 }
 
 
@@ -573,7 +776,8 @@ def main(argv: list[str] | None = None) -> None:
         "seeds": args.seeds,
         "vmap_seeds": args.vmap_seeds,
         "settings": task.settings(args),
-        "summary": {"single": single, "vmapped": vmapped},
+        "summary": {"single": single, "vmapped": vmapped,
+                    **({"by_library": task.summary(records, args)} if task.summary else {})},
         "bars": task.bars(single, vmapped, records, task.return_bar) if task.bars else [],
         "versions": versions(records),
         "runs": records,

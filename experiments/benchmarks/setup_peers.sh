@@ -41,7 +41,8 @@ if torch.version.cuda is not None or torch.cuda.is_available():
              "build (see the comment at the top of setup_peers.sh)")
 from importlib import metadata
 
-names = ("torch", "stable-baselines3", "sbx-rl", "rejax", "gymnax", "jax", "flax", "gymnasium")
+names = ("torch", "stable-baselines3", "sbx-rl", "rejax", "gymnax", "brax", "playground",
+         "mujoco", "mujoco-mjx", "jax", "flax", "gymnasium")
 print("setup_peers: " + ", ".join(f"{n} {metadata.version(n)}" for n in names))
 EOF
 cp "$REQS" "$STAMP"

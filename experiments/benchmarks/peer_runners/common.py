@@ -2,7 +2,8 @@
 compile-time meter, the common final evaluation and the one-line JSON result.
 
 Imported both from jaxsac's `.venv` (the jaxsac runner) and from `.venv-peers` (the
-peers), so it needs only numpy and gymnasium (and jax where a runner uses JAX).
+peers), so it needs only numpy and gymnasium (and jax where a runner uses JAX, and
+MuJoCo Playground for the "playground/<task>" evaluation, installed in both).
 
 Timing protocol (the same for every library, see docs/peers.md):
 
@@ -19,7 +20,9 @@ Timing protocol (the same for every library, see docs/peers.md):
   before steady learning (construction, compilation, the random-action warm-up) beyond
   what the first learning period would take at the steady rate.
 - compile s: time spent tracing, lowering and compiling JAX programs (the union of the
-  spans jax.monitoring reports), for JAX libraries; None for torch.
+  spans jax.monitoring reports) from t0 until the trained parameters are ready (the
+  final evaluation's compilation, like its time, is outside), for JAX libraries; None
+  for torch.
 """
 
 from __future__ import annotations
@@ -36,7 +39,11 @@ from typing import Any
 import numpy as np
 
 EVAL_SEED_BASE = 10_000
-"""Episode i of the common evaluation resets the gymnasium env with seed base + i."""
+"""Episode i of the common evaluation resets the gymnasium env with seed base + i (a
+Playground task's with the key PRNGKey(base + i))."""
+
+PLAYGROUND_PREFIX = "playground/"
+"""Env ids "playground/<task>": MuJoCo Playground's <task> (MJX physics)."""
 
 COMPILE_EVENTS = (
     "/jax/core/compile/jaxpr_trace_duration",
@@ -191,6 +198,55 @@ def evaluate(policy: Callable[[np.ndarray], np.ndarray], env_id: str, episodes: 
     return [round(float(x), 3) for x in totals]
 
 
+def evaluate_playground(policy: Callable[[Any], Any], env_id: str, episodes: int = 10,
+                        seed_base: int = EVAL_SEED_BASE) -> list[float]:
+    """Returns of `episodes` deterministic episodes of the MuJoCo Playground task of
+    `env_id` ("playground/<task>"), the common final evaluation of the Playground tasks.
+
+    The raw Playground env, loaded with MJX's JAX implementation (`config_overrides=
+    {"impl": "jax"}`), without brax's or jaxsac's wrappers. Episode i resets with
+    `jax.random.PRNGKey(seed_base + i)`; all episodes step together for up to the task's
+    episode_length steps, and an episode's rewards are summed until Playground's `done`
+    (a physics end; none for a task that cannot fail).
+
+    policy: a JAX function (traced, not called on the host) from observations
+    [episodes, obs_dim] float32 to env actions [episodes, action_size].
+    """
+    import jax
+    import jax.numpy as jnp
+    from mujoco_playground import registry
+
+    if not env_id.startswith(PLAYGROUND_PREFIX):
+        raise ValueError(f"evaluate_playground: {env_id!r} is not '{PLAYGROUND_PREFIX}<task>'")
+    task = env_id[len(PLAYGROUND_PREFIX):]
+    env = registry.load(task, config_overrides={"impl": "jax"})
+    length = int(registry.get_default_config(task).episode_length)
+    keys = jnp.stack([jax.random.PRNGKey(seed_base + i) for i in range(episodes)])
+
+    def observe(state: Any) -> jax.Array:
+        if not hasattr(state.obs, "reshape"):
+            raise ValueError(f"evaluate_playground: {env_id} has dict observations "
+                             f"({sorted(state.obs)}); only array observations are supported")
+        return state.obs.reshape(episodes, -1).astype(jnp.float32)
+
+    def run(keys: jax.Array) -> jax.Array:
+        state = jax.vmap(env.reset)(keys)
+
+        def step(carry, _):
+            state, total, done = carry
+            action = jnp.reshape(policy(observe(state)), (episodes, env.action_size))
+            state = jax.vmap(env.step)(state, action)
+            total = total + jnp.where(done, 0.0, state.reward)
+            return (state, total, done | (state.done > 0)), None
+
+        start = (state, jnp.zeros(episodes), jnp.zeros(episodes, bool))
+        (_, total, _), _ = jax.lax.scan(step, start, None, length=length)
+        return total
+
+    totals = np.asarray(jax.jit(run)(keys), np.float64)
+    return [round(float(x), 3) for x in totals]
+
+
 def own_evaluations(args: argparse.Namespace, returns: Any) -> dict[str, Any]:
     """The record's fields of a library's own in-run evaluations, one per log period.
 
@@ -211,8 +267,9 @@ def summarize(library: str, args: argparse.Namespace, clock: Clock,
               wall_clock_origin: float | None = None) -> dict[str, Any]:
     """The result record: timings from the marks, final returns per seed, versions.
 
-    wall_clock_origin: time.time() at clock.start(), to place the steady window on
-    jax.monitoring's clock (compile time inside the steady window).
+    wall_clock_origin: time.time() at clock.start(), to place the steady window and the
+    run's end on jax.monitoring's clock (compile time inside the steady window; compile
+    time counted until the run's end, without the final evaluation's).
     """
     mark_start = steady_start(args.learning_starts, args.mark_every)
     mark_end = args.total_env_steps
@@ -227,6 +284,7 @@ def summarize(library: str, args: argparse.Namespace, clock: Clock,
     if compile_meter is not None:
         compile_s = compile_meter.seconds()
         if wall_clock_origin is not None:
+            compile_s = compile_meter.seconds(until=wall_clock_origin + clock.t_end)
             compile_in_steady = compile_meter.seconds(
                 wall_clock_origin + clock.marks[mark_start],
                 wall_clock_origin + clock.marks[mark_end])

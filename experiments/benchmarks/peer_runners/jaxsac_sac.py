@@ -15,6 +15,11 @@ one program, `jax.jit(jax.vmap(jaxsac.make_train(config, period_callback=...)))(
 key(seed), n))`, as rejax's runner does it. The timestamps come from the period
 callback, which the program calls at each log period's end after its evaluation, the
 same kind of timestamp the rejax runner takes in its evaluation callback.
+
+MuJoCo Playground tasks (--env-id playground/<task>, JAX backend) take the common final
+evaluation of those tasks (`common.evaluate_playground`) instead of gymnasium's; the
+flags --normalize-obs, --critic-layer-norm, --target-entropy and --alpha-lr set what the
+comparison with brax's SAC needs, and their defaults leave the other tasks as they were.
 """
 
 from __future__ import annotations
@@ -31,6 +36,14 @@ def main() -> None:
                    help="default: train for one seed, make_train for --num-seeds > 1")
     p.add_argument("--target-update-every", type=int, default=1,
                    help="gradient steps between Polyak target updates")
+    p.add_argument("--normalize-obs", action="store_true",
+                   help="running mean/std observation normalization (normalize_obs)")
+    p.add_argument("--critic-layer-norm", action="store_true",
+                   help="LayerNorm after each hidden activation of the critics")
+    p.add_argument("--target-entropy", type=float, default=None,
+                   help="target entropy (default: jaxsac's 'auto')")
+    p.add_argument("--alpha-lr", type=float, default=None,
+                   help="Adam learning rate of log alpha (default: --lr)")
     args = p.parse_args()
     common.check_args(args)
     api = args.api or ("train" if args.num_seeds == 1 else "make_train")
@@ -42,6 +55,8 @@ def main() -> None:
 
     import jaxsac
 
+    if args.env_id.startswith(common.PLAYGROUND_PREFIX):
+        import mujoco_playground  # noqa: F401  (an import, outside the clock as for brax)
     jax.devices()  # backend initialisation, like an import, stays outside the clock
     meter = common.CompileMeter()
     clock = common.Clock()
@@ -57,10 +72,13 @@ def main() -> None:
         total_env_steps=args.total_env_steps, learning_starts=args.learning_starts,
         buffer_capacity=args.buffer_size, batch_size=args.batch_size,
         hidden_sizes=tuple(args.hidden), activation=args.activation,
-        actor_lr=args.lr, critic_lr=args.lr, alpha_lr=args.lr, initial_alpha=1.0,
-        target_entropy="auto", target_entropy_scale=args.target_entropy_scale,
+        actor_lr=args.lr, critic_lr=args.lr,
+        alpha_lr=args.lr if args.alpha_lr is None else args.alpha_lr, initial_alpha=1.0,
+        target_entropy="auto" if args.target_entropy is None else args.target_entropy,
+        target_entropy_scale=args.target_entropy_scale,
         gamma=args.gamma, tau=args.tau, utd_ratio=args.utd_ratio,
         target_network_update_freq=args.target_update_every,
+        normalize_obs=args.normalize_obs, critic_layer_norm=args.critic_layer_norm,
         log_every=args.mark_every, eval_episodes=args.eval_episodes)
     if api == "train":
         result = jaxsac.train(config, num_seeds=args.num_seeds, progress=False, callback=mark)
@@ -76,33 +94,50 @@ def main() -> None:
     clock.stop()
 
     # Common final evaluation: the deterministic action (tanh(mu) rescaled to the Box,
-    # or the argmax for Discrete actions) on gymnasium's env.
-    import gymnasium as gym
-
-    from jaxsac import connectors
+    # or the argmax for Discrete actions), with the run's observation statistics, on
+    # gymnasium's env or, for a Playground task, on the raw Playground env.
+    from jaxsac import connectors, envs
     from jaxsac.program import deterministic_policy
 
-    env = gym.make(args.env_id)
-    obs_dim = env.observation_space.shape[0]
-    actions = connectors.module_actions(env.action_space)
+    playground = args.env_id.startswith(common.PLAYGROUND_PREFIX)
+    if playground:
+        space = envs.make(args.env_id, args.backend)
+    else:
+        import gymnasium as gym
+
+        space = gym.make(args.env_id)
+    obs_dim = space.observation_space.shape[0]
+    actions = connectors.module_actions(space.action_space)
     policy = deterministic_policy(config, obs_dim, actions)
     to_env = actions.to_env
-    no_stats = connectors.init_obs_norm(obs_dim)  # normalize_obs is off
-    act = lambda params, obs: to_env(np.asarray(policy(params, no_stats, obs)))  # noqa: E731
+    # The statistics the run normalized with (Program.obs_stats: the JAX runner's, or
+    # the host loop's state.runner itself); the identity when normalize_obs is off.
+    stats = state.runner.obs_norm if args.backend == "jax" else state.runner
     params = state.learner.actor_params
     seed_axis = api == "make_train" or args.num_seeds > 1
-    per_seed = ([params] if not seed_axis else
-                [jax.tree.map(lambda x, i=i: x[i], params) for i in range(args.num_seeds)])
-    returns = [common.evaluate(lambda obs, p=p: np.asarray(act(p, obs)), args.env_id,
-                               args.eval_episodes)
-               for p in per_seed]
+    pick = lambda tree, i: jax.tree.map(lambda x: x[i], tree)  # noqa: E731
+    per_seed = ([(params, stats)] if not seed_axis else
+                [(pick(params, i), pick(stats, i)) for i in range(args.num_seeds)])
+    if playground:
+        returns = [common.evaluate_playground(
+            lambda obs, p=p, s=s: to_env(policy(p, s, obs)), args.env_id, args.eval_episodes)
+            for p, s in per_seed]
+    else:
+        returns = [common.evaluate(
+            lambda obs, p=p, s=s: np.asarray(to_env(np.asarray(policy(p, s, obs)))),
+            args.env_id, args.eval_episodes)
+            for p, s in per_seed]
 
-    versions = common.package_versions("jaxsac", "jax", "jaxlib", "flax", "optax",
-                                       "gymnasium", "numpy")
+    versions = common.package_versions(
+        "jaxsac", "jax", "jaxlib", "flax", "optax", "gymnasium", "numpy",
+        *(("playground", "mujoco", "mujoco-mjx") if playground else ()))
     record = common.summarize(
         f"jaxsac-{args.backend}", args, clock, meter, returns, versions,
         extra={"api": api, **common.own_evaluations(args, own),
                "target_network_update_freq": args.target_update_every,
+               "normalize_obs": args.normalize_obs,
+               "critic_layer_norm": args.critic_layer_norm,
+               "alpha_lr": config.alpha_lr, "target_entropy": config.target_entropy,
                "device": str(jax.devices()[0])},
         wall_clock_origin=wall_origin)
     common.emit(record)
