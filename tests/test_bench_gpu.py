@@ -27,7 +27,8 @@ def _positive(x) -> bool:
 
 def test_every_section_is_written(smallest):
     result, written, md = smallest
-    assert set(written["sections"]) == {"updates", "envs", "seeds", "playground"}
+    assert set(written["sections"]) == {"updates", "envs", "seeds", "playground", "brax"}
+    assert written["sections"]["brax"] == [] and "jaxsac and brax's SAC side by side" in md
     assert written["sections"]["updates"] is not None
     assert [r["num_envs"] for r in written["sections"]["envs"]] == [
         e for e, _ in bench_gpu.SMALLEST.env_runs]
@@ -110,7 +111,7 @@ def test_budget_skips_and_still_writes(tmp_path):
     result = bench_gpu.run_all(bench_gpu.SMALLEST, budget_s=-1.0, out_json=str(path),
                                log=lambda *_: None)
     assert result["skipped"] == ["updates", "envs=1", "seeds=2",
-                                 "playground CartpoleBalance envs=8"]
+                                 "playground CartpoleBalance envs=16"]
     assert json.loads(path.read_text())["skipped"] == result["skipped"]
     assert "Skipped (time budget)" in bench_gpu.markdown(result)
 
@@ -125,8 +126,27 @@ def test_keep_going_records_failures(monkeypatch, tmp_path):
     result = bench_gpu.run_all(bench_gpu.SMALLEST, out_json=str(path), log=lambda *_: None,
                                keep_going=True)
     assert set(result["errors"]) == {"updates", "envs=1", "seeds=2",
-                                     "playground CartpoleBalance envs=8"}
+                                     "playground CartpoleBalance envs=16"}
     assert json.loads(path.read_text())["errors"]["envs=1"] == "RuntimeError: out of memory"
     assert "Failed: seeds=2" in bench_gpu.markdown(result)
     with pytest.raises(RuntimeError):
         bench_gpu.run_all(bench_gpu.SMALLEST, log=lambda *_: None)
+
+
+def test_brax_section_runs_both_libraries_on_the_same_settings():
+    """Section 5 (GPU sizes only; its runs are the peer harness's, tested there): both
+    runners get the task, env count, 8 gradient steps per iteration and budget."""
+    from experiments.benchmarks import compare_peers
+
+    num_envs, mark_every, marks = bench_gpu.GPU.peer_run
+    args = bench_gpu.peer_args(bench_gpu.GPU.playground_task, num_envs, mark_every, marks)
+    commands = {lib: compare_peers.runner_command(lib, 0, 1, args) for lib in ("jaxsac-jax",
+                                                                               "brax")}
+    for command in commands.values():
+        flags = " ".join(command)
+        assert "--env-id playground/CheetahRun" in flags and f"--num-envs {num_envs} " in flags
+        assert f"--utd-ratio {8 / num_envs}" in flags and f"--mark-every {mark_every}" in flags
+        assert f"--total-env-steps {mark_every * marks} " in flags
+        assert "--critic-layer-norm" in flags and "--normalize-obs" in flags
+    assert commands["brax"][0].endswith(".venv-peers/bin/python")
+    assert bench_gpu.SMALLEST.peer_run is None

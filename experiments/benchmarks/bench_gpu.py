@@ -29,6 +29,9 @@ Sections, each a function returning rows of plain numbers:
 4. `bench_playground`: a MuJoCo Playground task's tuned example (Playground's brax SAC
    settings; CheetahRun, CartpoleBalance at the smallest size) at several `num_envs`,
    timed as section 2. Needs the `playground` extra.
+5. `bench_brax` (default sizes only): jaxsac and brax's SAC on that task, one run each,
+   through the peer harness's runners (experiments/benchmarks/compare_peers.py; brax
+   from .venv-peers, made by setup_peers.sh), on the same JAX backend.
 
 The default (GPU) sizes make every timed call last about 3 s or more on an NVIDIA H200
 (0.09 ms per bare update, about 0.15 ms per gradient step in training with one seed),
@@ -72,7 +75,6 @@ BUFFER = 100_000  # the tuned Pendulum-v1's capacity (rounded up to a multiple o
 EVAL_EPISODES = 2
 DEFAULT_OUT = (os.path.join("docs", "benchmarks", "gpu.json"),
                os.path.join("docs", "benchmarks", "gpu.md"))
-NOT_MEASURED = "brax's SAC side by side"
 PLAYGROUND_BUFFER = 1_048_576  # replay capacity of the Playground runs (env steps)
 
 
@@ -87,6 +89,7 @@ class Sizes:
     learning_starts: int
     playground_task: str  # section 4: a MuJoCo Playground task, its tuned example
     playground_runs: tuple[tuple[int, int], ...]  # (num_envs, iterations) of section 4
+    peer_run: tuple[int, int, int] | None  # section 5: (num_envs, mark_every, marks)
 
 
 # Sized from the rates of an earlier H200 run with shorter sizes (1,000 updates; 3,000
@@ -98,10 +101,12 @@ GPU = Sizes(updates=36_000, repeats=3,
             env_runs=((1, 20_000), (64, 3_000), (1024, 3_000), (4096, 3_000)),
             grad_steps_per_iteration=8, seed_runs=((1, 3_000), (8, 2_000), (64, 600)),
             seed_num_envs=8, learning_starts=256,
-            playground_task="CheetahRun", playground_runs=((128, 2_000), (1024, 1_000)))
+            playground_task="CheetahRun", playground_runs=((128, 2_000), (1024, 1_000)),
+            peer_run=(128, 8_192, 11))
 SMALLEST = Sizes(updates=20, repeats=3, env_runs=((1, 320),), grad_steps_per_iteration=8,
                  seed_runs=((2, 40),), seed_num_envs=8, learning_starts=256,
-                 playground_task="CartpoleBalance", playground_runs=((8, 40),))
+                 playground_task="CartpoleBalance", playground_runs=((16, 40),),
+                 peer_run=None)
 TIMED_RUNS = 2  # timed runs of each training program, each with its own key
 
 
@@ -266,6 +271,48 @@ def bench_playground(task: str, num_envs: int, iterations: int,
                           seeds=None)
 
 
+def peer_args(task: str, num_envs: int, mark_every: int, marks: int) -> argparse.Namespace:
+    """The peer harness's arguments for section 5 (see `bench_brax`)."""
+    from experiments.benchmarks import compare_peers
+
+    args = compare_peers.parse_args([
+        "--task", "cartpole_balance", "--total-env-steps", str(mark_every * marks),
+        "--learning-starts", str(mark_every), "--buffer-size", str(mark_every * marks)])
+    args.runner_overrides = {"env_id": f"playground/{task}", "num_envs": num_envs,
+                             "utd_ratio": 8 / num_envs, "mark_every": mark_every}
+    return args
+
+
+def bench_brax(task: str, num_envs: int, mark_every: int, marks: int) -> list[dict[str, Any]]:
+    """Section 5: jaxsac and brax's SAC, one run each, on the Playground task in
+    Playground's brax SAC settings (the peer harness's cartpole_balance settings with
+    `task` and `num_envs`, 8 gradient steps per iteration), learning from the first mark
+    on, `marks` marks in all; through the harness's runners (jaxsac from .venv, brax
+    from .venv-peers), on this JAX backend. Raises FileNotFoundError when a virtualenv
+    is missing."""
+    from experiments.benchmarks import compare_peers
+
+    args = peer_args(task, num_envs, mark_every, marks)
+    rows = []
+    for library in ("jaxsac-jax", "brax"):
+        python = compare_peers.ROOT / compare_peers.python_for(library, args)
+        if not python.exists():
+            raise FileNotFoundError(f"{python} is missing ({library}): run "
+                                    "`bash experiments/benchmarks/setup_peers.sh`")
+    for library in ("jaxsac-jax", "brax"):
+        record = compare_peers.run_one(library, 0, 1, args, platform=jax.default_backend())
+        if "error" in record:
+            raise RuntimeError(f"{library}: {record['error']}: {record.get('stderr_tail', '')}")
+        rate = record["steady_env_steps_per_s"]
+        rows.append({"library": library, "env_id": f"playground/{task}",
+                     "num_envs": num_envs, "env_steps": mark_every * marks,
+                     "env_steps_per_s": rate, "grad_steps_per_s": rate * 8 / num_envs,
+                     "compile_s": record["compile_s"], "wall_s": record["wall_s"],
+                     "own_eval_returns": record["own_eval_returns"][0],
+                     "final_return": record["final_return"][0]})
+    return rows
+
+
 # --- report -------------------------------------------------------------------------------
 
 
@@ -346,12 +393,28 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{r['compile_s']:.1f} s | {_runs(r)} | {r['spread_pct']:.1f}% | "
                      f"{_n(r['env_steps_per_s'])} | {_n(r['grad_steps_per_s'])} | "
                      f"{_n(r['eval_return'][0], 1)} |")
+    lines += ["", "## jaxsac and brax's SAC side by side (one run each, the peer harness's "
+              "runners)", ""]
+    peer_rows = result["sections"].get("brax", [])
+    if peer_rows:
+        r = peer_rows[0]
+        lines += [f"`{r['env_id']}`, {r['num_envs']} envs, Playground's brax SAC settings "
+                  f"(8 gradient steps of batch 512 per iteration), {r['env_steps']:,} env "
+                  "steps; steady rates from the second mark on; final return: 10 "
+                  "deterministic episodes of the raw Playground env.", "",
+                  "| library | compile | wall | env steps/s | grad steps/s | final return |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for r in peer_rows:
+            lines.append(f"| {r['library']} | {r['compile_s']:.1f} s | {r['wall_s']:.1f} s | "
+                         f"{_n(r['env_steps_per_s'])} | {_n(r['grad_steps_per_s'])} | "
+                         f"{_n(r['final_return'], 1)} |")
+    else:
+        lines += ["(not run)"]
     lines += [""]
     for name, error in result["errors"].items():
         lines += [f"Failed: {name}: `{error.splitlines()[0][:300]}`", ""]
     if result["skipped"]:
         lines += ["Skipped (time budget): " + ", ".join(result["skipped"]) + ".", ""]
-    lines += [f"Not yet measured: {NOT_MEASURED}.", ""]
     return "\n".join(lines)
 
 
@@ -377,8 +440,8 @@ def run_all(sizes: Sizes, *, plain: bool = False, budget_s: float | None = None,
         "config_name": "plain (uniform replay, n-step 1)" if plain
         else "tuned Pendulum-v1 (prioritized replay, n-step 2–4)",
         "command": command,
-        "sections": {"updates": None, "envs": [], "seeds": [], "playground": []},
-        "skipped": [], "errors": {}, "not_measured": NOT_MEASURED}
+        "sections": {"updates": None, "envs": [], "seeds": [], "playground": [], "brax": []},
+        "skipped": [], "errors": {}}
     log(f"device: {result['environment']['device_kind']}, jax {jax.__version__}")
     common = dict(plain=plain, learning_starts=sizes.learning_starts)
     jobs: list[tuple[str, str, Any]] = [
@@ -391,6 +454,9 @@ def run_all(sizes: Sizes, *, plain: bool = False, budget_s: float | None = None,
               lambda e=e, i=i: bench_playground(sizes.playground_task, e, i,
                                                 sizes.learning_starts))
              for e, i in sizes.playground_runs]
+    if sizes.peer_run is not None:
+        jobs += [("brax", f"brax {sizes.playground_task} envs={sizes.peer_run[0]}",
+                  lambda: bench_brax(sizes.playground_task, *sizes.peer_run))]
     for section, name, job in jobs:
         elapsed = time.perf_counter() - start
         if budget_s is not None and elapsed > budget_s:
@@ -406,7 +472,11 @@ def run_all(sizes: Sizes, *, plain: bool = False, budget_s: float | None = None,
             log(f"[{time.perf_counter() - start:6.1f} s] {name}: FAILED {result['errors'][name]}")
             write(result, out_json, out_md)
             continue
-        if section == "updates":
+        if section == "brax":
+            result["sections"]["brax"] = row
+            log(f"[{time.perf_counter() - start:6.1f} s] {name}: " + ", ".join(
+                f"{r['library']} {r['env_steps_per_s']:,.0f} env steps/s" for r in row))
+        elif section == "updates":
             result["sections"]["updates"] = row
             log(f"[{time.perf_counter() - start:6.1f} s] {name}: {row['updates_per_s']:,.0f} "
                 f"updates/s (compile {row['compile_s']:.1f} s)")

@@ -167,31 +167,36 @@ def runner_command(library: str, seed: int, num_seeds: int,
         extra = [*extra, "--torch-threads", str(args.torch_threads)]
     if module == "jaxsac_sac":
         extra = [*extra, *flags(task.jaxsac_settings)]
+    settings = {**task.runner_settings, **getattr(args, "runner_overrides", {})}
     return [python_for(library, args), "-m", f"experiments.benchmarks.peer_runners.{module}",
             *extra, "--seed", str(seed), "--num-seeds", str(num_seeds),
             "--total-env-steps", str(args.total_env_steps),
             "--learning-starts", str(args.learning_starts),
-            "--buffer-size", str(args.buffer_size), *flags(task.runner_settings)]
+            "--buffer-size", str(args.buffer_size), *flags(settings)]
 
 
-def child_env() -> dict[str, str]:
-    """The same environment for every run: JAX on the CPU, no persistent compilation
-    cache (each run compiles from scratch, as a first run does)."""
+def child_env(platform: str = "cpu") -> dict[str, str]:
+    """The same environment for every run: JAX on `platform` (the CPU here; bench_gpu
+    runs the runners on its accelerator), no persistent compilation cache (each run
+    compiles from scratch, as a first run does)."""
     env = dict(os.environ)
-    env["JAX_PLATFORMS"] = "cpu"
-    env["CUDA_VISIBLE_DEVICES"] = ""
+    env["JAX_PLATFORMS"] = platform
+    if platform == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
     for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_ENABLE_COMPILATION_CACHE", "XLA_FLAGS"):
         env.pop(name, None)
     env["PYTHONPATH"] = str(ROOT)
     return env
 
 
-def run_one(library: str, seed: int, num_seeds: int, args: argparse.Namespace) -> dict:
-    """Runs one runner process; its record, or a record of the failure."""
+def run_one(library: str, seed: int, num_seeds: int, args: argparse.Namespace,
+            platform: str = "cpu") -> dict:
+    """Runs one runner process; its record, or a record of the failure. `args` may carry
+    `runner_overrides`, settings that replace the task's runner settings."""
     command = runner_command(library, seed, num_seeds, args)
     start = time.perf_counter()
     try:
-        proc = subprocess.run(command, cwd=ROOT, env=child_env(), capture_output=True,
+        proc = subprocess.run(command, cwd=ROOT, env=child_env(platform), capture_output=True,
                               text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
         return {"library": library, "seed": seed, "num_seeds": num_seeds,
