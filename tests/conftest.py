@@ -18,7 +18,8 @@ CI_LEARNING_STEPS = 6_000
 """Env steps of the learning tests sized for CI (2 CPU cores), unless a test gives its
 own: RLlib's bars say "within N env steps" and these runs stop earlier and ask for the
 bar there."""
-LONGEST_TEST = "test_tuned_pendulum_five_seeds_vmapped_reach_the_bar"
+LONGEST_TESTS = ("test_playground_cartpole_balance_vmapped_seeds_balance",
+                 "test_tuned_pendulum_five_seeds_vmapped_reach_the_bar")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,11 +51,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest test first, the other learning tests last: `--dist worksteal` gives
-    each worker a contiguous share, so the first worker starts the longest test at once
+    """The longest tests first, the other learning tests last: `--dist worksteal` gives
+    each worker a contiguous share, so the first worker starts the longest tests at once
     and the others reach the rest of the learning tests after the quick ones."""
     def rank(item: pytest.Item) -> int:
-        if item.name == LONGEST_TEST:
+        if item.name in LONGEST_TESTS:
             return 0
         return 2 if item.get_closest_marker("learning") else 1
     items.sort(key=rank)
