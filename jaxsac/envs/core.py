@@ -115,7 +115,7 @@ class AutoReset:
             return env_state, obs, jnp.zeros((), jnp.float32), no, no
 
         def step_branch(_):
-            return self._step_unchecked(state.env_state, action, key)
+            return self._step_as_float32_and_bools(state.env_state, action, key)
 
         env_state, obs, reward, terminated, truncated = jax.lax.cond(
             state.needs_reset, reset_branch, step_branch, None)
@@ -132,13 +132,14 @@ class AutoReset:
         env at every step: free for classic control, but a MuJoCo Playground reset can
         cost hundreds of physics steps (dm_control's cheetah settles for 200).
         """
-        stepped = jax.vmap(self._step_unchecked)(state.env_state, action, keys)
+        stepped = jax.vmap(self._step_as_float32_and_bools)(state.env_state, action, keys)
         env_state, obs, reward, terminated, truncated = _reset_where(
             self.env.reset, state.needs_reset, keys, stepped)
         needs_reset = jnp.logical_or(terminated, truncated)
         return AutoResetState(env_state, needs_reset), obs, reward, terminated, truncated
 
-    def _step_unchecked(self, env_state: EnvState, action: jax.Array, key: jax.Array):
+    def _step_as_float32_and_bools(self, env_state: EnvState, action: jax.Array, key: jax.Array):
+        """The wrapped env's step, reward as float32 and the flags as bools."""
         env_state, obs, reward, terminated, truncated = self.env.step(env_state, action, key)
         return (env_state, obs, reward.astype(jnp.float32), jnp.asarray(terminated, bool),
                 jnp.asarray(truncated, bool))
