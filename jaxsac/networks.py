@@ -86,12 +86,17 @@ class CategoricalActor(nn.Module):
 
 
 class QEnsemble(nn.Module):
-    """N critics as one module: parameters carry a leading axis N, evaluated in one call.
+    """N critics as one module: parameters carry a leading axis N.
 
     Continuous (num_actions=0): `__call__(obs [B, obs_dim], action [B, |A|]) -> q [N, B]`.
     Discrete (num_actions=|A|): `__call__(obs [B, obs_dim]) -> q [N, B, |A|]`, the value
-    of every action. The vmapped parameters make every layer one batched matmul over
-    the N critics. `layer_norm`: LayerNorm after each hidden activation.
+    of every action. `layer_norm`: LayerNorm after each hidden activation.
+
+    The parameters are those of `nn.vmap(MLP)`: created by it, so each critic has its
+    own initial draw, and stacked along axis 0 (the layout of every checkpoint). The
+    forward pass applies each critic's slice in turn instead of calling the vmapped
+    module: on the CPU, XLA's batched matmuls and LayerNorms over the critic axis were
+    slower than N plain ones (docs/performance.md, "The critic ensemble").
     """
 
     num_q: int = 2
@@ -102,6 +107,9 @@ class QEnsemble(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array | None = None) -> jax.Array:
+        x = obs if self.num_actions else jnp.concatenate([obs, action], axis=-1)
+        critic = MLP(self.hidden_sizes, self.num_actions or 1, self.activation, self.layer_norm,
+                     parent=None)  # unbound: applied to each critic's slice below
         critics = nn.vmap(
             MLP,
             variable_axes={"params": 0},
@@ -109,10 +117,15 @@ class QEnsemble(nn.Module):
             in_axes=None,
             out_axes=0,
             axis_size=self.num_q,
-        )(self.hidden_sizes, self.num_actions or 1, self.activation, self.layer_norm)
-        if self.num_actions:
-            return critics(obs)
-        return critics(jnp.concatenate([obs, action], axis=-1))[..., 0]
+        )(critic.hidden_sizes, critic.out_dim, critic.activation, critic.layer_norm)
+        if self.is_initializing():
+            q = critics(x)
+        else:
+            stacked = critics.variables["params"]
+            q = jnp.stack([
+                critic.apply({"params": jax.tree.map(lambda p, i=i: p[i], stacked)}, x)
+                for i in range(self.num_q)])
+        return q if self.num_actions else q[..., 0]
 
 
 def squashed_log_prob(pre_tanh: jax.Array, mean: jax.Array, log_std: jax.Array) -> jax.Array:

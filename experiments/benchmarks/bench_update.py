@@ -1,12 +1,14 @@
 """Time the SAC learner update inside a jitted `lax.scan` and compare with matmul speed.
 
     .venv/bin/python -m experiments.benchmarks.bench_update [--updates 500] [--repeats 5]
-                                                            [--seeds 1]
+        [--seeds 1] [--batch-size 256] [--obs-dim 3] [--layer-norm]
 
 Reports updates/s, the FLOPs of one update (XLA's cost analysis of the compiled scan,
 divided by the number of updates), the achieved GFLOP/s, and the machine's sustained
 float32 rate on 1,000 chained 256×256×256 products in one jitted scan, measured in the
-same run. Setting: batch 256, hidden 256×256, obs 3, act 1, twin Q.
+same run. Setting: batch 256, hidden 256×256, obs 3, act 1, twin Q (Pendulum-v1's
+sizes). `--batch-size 512 --obs-dim 5 --layer-norm` gives MuJoCo Playground's
+CartpoleBalance in Playground's brax SAC settings (LayerNorm critics).
 
 `--seeds S` > 1 vmaps the update over S learner states (as `vmap` over seeds does in
 training) and the chained products over a leading axis of S; times are then given per
@@ -62,17 +64,18 @@ def matmul_rate(repeats: int, chain: int = 1000, seeds: int = 1) -> float:
     return seeds * chain * 2 * 256**3 / seconds / 1e9
 
 
-def random_batch(key) -> Batch:
+def random_batch(key, batch_size: int = BATCH, obs_dim: int = OBS_DIM) -> Batch:
+    """A Batch of `batch_size` random transitions: obs [batch_size, obs_dim], one action."""
     k = jax.random.split(key, 4)
     return Batch(
-        obs=jax.random.normal(k[0], (BATCH, OBS_DIM)),
-        action=jax.random.uniform(k[1], (BATCH, ACT_DIM), minval=-1, maxval=1),
-        reward=jax.random.normal(k[2], (BATCH,)),
-        next_obs=jax.random.normal(k[3], (BATCH, OBS_DIM)),
-        discount=jnp.full((BATCH,), 0.99),
-        n_step=jnp.ones((BATCH,), jnp.int32),
-        weights=jnp.ones((BATCH,)),
-        indices=jnp.arange(BATCH, dtype=jnp.int32),
+        obs=jax.random.normal(k[0], (batch_size, obs_dim)),
+        action=jax.random.uniform(k[1], (batch_size, ACT_DIM), minval=-1, maxval=1),
+        reward=jax.random.normal(k[2], (batch_size,)),
+        next_obs=jax.random.normal(k[3], (batch_size, obs_dim)),
+        discount=jnp.full((batch_size,), 0.99),
+        n_step=jnp.ones((batch_size,), jnp.int32),
+        weights=jnp.ones((batch_size,)),
+        indices=jnp.arange(batch_size, dtype=jnp.int32),
     )
 
 
@@ -82,6 +85,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seeds", type=int, default=1,
                         help="learner states the update is vmapped over (1: no vmap)")
+    parser.add_argument("--batch-size", type=int, default=BATCH)
+    parser.add_argument("--obs-dim", type=int, default=OBS_DIM)
+    parser.add_argument("--layer-norm", action="store_true",
+                        help="LayerNorm critics (SACConfig.critic_layer_norm)")
     args = parser.parse_args()
 
     def over_seeds(f):
@@ -90,10 +97,12 @@ def main() -> None:
     def seed_keys(key):
         return key if args.seeds == 1 else jax.random.split(key, args.seeds)
 
-    learner = make_learner(SACConfig(), OBS_DIM, ACT_DIM)
+    config = SACConfig(batch_size=args.batch_size, critic_layer_norm=args.layer_norm)
+    learner = make_learner(config, args.obs_dim, ACT_DIM)
     update = over_seeds(learner.update)
     state = over_seeds(learner.init)(seed_keys(jax.random.key(0)))
-    batch = over_seeds(random_batch)(seed_keys(jax.random.key(1)))
+    batch = over_seeds(lambda key: random_batch(key, args.batch_size, args.obs_dim))(
+        seed_keys(jax.random.key(1)))
     keys = jax.vmap(seed_keys)(jax.random.split(jax.random.key(2), args.updates))
 
     def many_updates(state, batch, keys):
@@ -115,6 +124,9 @@ def main() -> None:
         "machine": f"{platform.machine()}, {jax.device_count()} {jax.devices()[0].platform} "
                    f"device(s), jax {jax.__version__}",
         "seeds": args.seeds,
+        "batch_size": args.batch_size,
+        "obs_dim": args.obs_dim,
+        "layer_norm": args.layer_norm,
         "update_ms": round(update_ms, 3),
         "update_ms_per_seed": round(update_ms / args.seeds, 3),
         "updates_per_s": round(1e3 / update_ms * args.seeds, 1),
