@@ -95,8 +95,9 @@ class QEnsemble(nn.Module):
     The parameters are those of `nn.vmap(MLP)`: created by it, so each critic has its
     own initial draw, and stacked along axis 0 (the layout of every checkpoint). The
     forward pass applies each critic's slice in turn instead of calling the vmapped
-    module: on the CPU, XLA's batched matmuls and LayerNorms over the critic axis were
-    slower than N plain ones (docs/performance.md, "The critic ensemble").
+    module: on the CPU, with two critics, XLA's batched matmuls and LayerNorms over the
+    critic axis were slower than plain ones at batch 512 or with LayerNorm
+    (docs/performance.md, "The critic ensemble").
     """
 
     num_q: int = 2
@@ -122,6 +123,10 @@ class QEnsemble(nn.Module):
             q = critics(x)
         else:
             stacked = critics.variables["params"]
+            held = jax.tree.leaves(stacked)[0].shape[0]
+            if held != self.num_q:
+                raise ValueError(f"QEnsemble(num_q={self.num_q}) was given the parameters "
+                                 f"of {held} critics")
             q = jnp.stack([
                 critic.apply({"params": jax.tree.map(lambda p, i=i: p[i], stacked)}, x)
                 for i in range(self.num_q)])

@@ -90,6 +90,13 @@ def test_q_ensemble_is_n_independent_critics(num_q):
         assert len({round(float(x), 5) for x in q[:, 0]}) == num_q  # distinct initialisations
 
 
+def test_q_ensemble_refuses_parameters_of_another_number_of_critics():
+    obs, act = jnp.ones((4, 3)), jnp.zeros((4, 1))
+    params = QEnsemble(num_q=2, hidden_sizes=(8,)).init(jax.random.key(0), obs, act)
+    with pytest.raises(ValueError, match=r"num_q=3.*2 critics"):
+        QEnsemble(num_q=3, hidden_sizes=(8,)).apply(params, obs, act)
+
+
 def _layer_norm_critic_numpy(params: dict, x: np.ndarray) -> np.ndarray:
     """One critic in float64: Dense -> relu -> LayerNorm (ε = 1e-6, scale and bias) per
     hidden layer, then a linear Dense."""
