@@ -92,9 +92,10 @@ def test_q_ensemble_is_n_independent_critics(num_q):
 
 def test_q_ensemble_refuses_parameters_of_another_number_of_critics():
     obs, act = jnp.ones((4, 3)), jnp.zeros((4, 1))
-    params = QEnsemble(num_q=2, hidden_sizes=(8,)).init(jax.random.key(0), obs, act)
+    params = QEnsemble(num_q=2, hidden_sizes=(8,), layer_norm=True).init(
+        jax.random.key(0), obs, act)
     with pytest.raises(ValueError, match=r"num_q=3.*2 critics"):
-        QEnsemble(num_q=3, hidden_sizes=(8,)).apply(params, obs, act)
+        QEnsemble(num_q=3, hidden_sizes=(8,), layer_norm=True).apply(params, obs, act)
 
 
 def _layer_norm_critic_numpy(params: dict, x: np.ndarray) -> np.ndarray:
