@@ -109,8 +109,7 @@ class QEnsemble(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array | None = None) -> jax.Array:
         x = obs if self.num_actions else jnp.concatenate([obs, action], axis=-1)
-        critic = MLP(self.hidden_sizes, self.num_actions or 1, self.activation, self.layer_norm,
-                     parent=None)  # unbound: applied to each critic's slice below
+        mlp_fields = (self.hidden_sizes, self.num_actions or 1, self.activation, self.layer_norm)
         critics = nn.vmap(
             MLP,
             variable_axes={"params": 0},
@@ -118,7 +117,7 @@ class QEnsemble(nn.Module):
             in_axes=None,
             out_axes=0,
             axis_size=self.num_q,
-        )(critic.hidden_sizes, critic.out_dim, critic.activation, critic.layer_norm)
+        )(*mlp_fields)
         if self.is_initializing() or not self.layer_norm:
             q = critics(x)
         else:
@@ -127,6 +126,7 @@ class QEnsemble(nn.Module):
             if held != self.num_q:
                 raise ValueError(f"QEnsemble(num_q={self.num_q}) was given the parameters "
                                  f"of {held} critics")
+            critic = MLP(*mlp_fields, parent=None)  # unbound: applied to each slice
             q = jnp.stack([
                 critic.apply({"params": jax.tree.map(lambda p, i=i: p[i], stacked)}, x)
                 for i in range(self.num_q)])
