@@ -97,7 +97,6 @@ class HostLoop:
         [start, stop), block by block.
     """
 
-    fused_periods = 0
     donates_state = True
 
     @property

@@ -64,22 +64,42 @@ def learn_from(program: Program, state: TrainState, obs_stats: Any, key: jax.Arr
     return jax.lax.cond(due, run, skip, None)
 
 
-def absorb(program: Program, state: TrainState, step: Step, episodes: EpisodeInfo,
-           obs_stats: Any, phase: Phase):
-    """Everything of an iteration after the env step: add the steps, count the
-    iteration and its finished episodes, then the gradient steps due (none in WARMUP).
+def store(program: Program, state: TrainState, step: Step, episodes: EpisodeInfo
+          ) -> TrainState:
+    """Add the iteration's steps, count the iteration and its finished episodes.
 
-    step: Step [E]; episodes: EpisodeInfo [E]. Returns (state, learner metrics, NaN when
-    no gradient step was taken). Shared by the JAX path and the gymnasium loop.
+    step: Step [E]; episodes: EpisodeInfo [E].
     """
-    state = state.replace(
+    return state.replace(
         buffer=program.buffer.add(state.buffer, step),
         iteration=state.iteration + 1,
         episodes=state.episodes.record(episodes.done, episodes.episode_return,
                                        episodes.episode_length),
     )
-    if phase is Phase.WARMUP:
-        return state, nan_learner_metrics(state.learner.step.shape)
+
+
+def learn(program: Program, state: TrainState, obs_stats: Any):
+    """The gradient steps due after `store` (none on iterations `gradient_schedule`
+    skips): (state, learner metrics, NaN when no gradient step was taken)."""
     _, update_key = iteration_keys(state.key, state.iteration - 1)
     learner_state, buffer_state, metrics = learn_from(program, state, obs_stats, update_key)
     return state.replace(learner=learner_state, buffer=buffer_state), metrics
+
+
+def skip_learning(state: TrainState):
+    """`learn`'s result for an iteration without gradient steps (warm-up)."""
+    return state, nan_learner_metrics(state.learner.step.shape)
+
+
+def absorb(program: Program, state: TrainState, step: Step, episodes: EpisodeInfo,
+           obs_stats: Any, phase: Phase):
+    """Everything of an iteration after the env step: `store`, then `learn` (not in
+    WARMUP).
+
+    step: Step [E]; episodes: EpisodeInfo [E]. Returns (state, learner metrics, NaN when
+    no gradient step was taken). Shared by the JAX path and the gymnasium loop.
+    """
+    state = store(program, state, step, episodes)
+    if phase is Phase.WARMUP:
+        return skip_learning(state)
+    return learn(program, state, obs_stats)

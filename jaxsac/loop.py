@@ -1,10 +1,12 @@
-"""The JAX loop: a whole run, or any chunk of its log periods, as one compiled program.
+"""The JAX loop: a whole run, or any of its log periods, as one compiled program.
 
-`training_step` is one iteration (act, step every env, then `iteration.absorb`);
-a log period is a `lax.scan` over its iterations followed by an evaluation and the
-period's metrics row; `make_train` is every log period of a run as one pure function,
-jit- and vmap-able (seeds, swept hyperparameters). `JaxLoop` is `train`'s view of the
-same program: the initial state and chunks of log periods with host work between them.
+`training_step` is one iteration (act, step every env, store the steps, take the
+gradient steps due), whatever its phase: the iteration's index picks the phase with
+`lax.cond`. A log period is a `lax.scan` over its iterations followed by an evaluation
+and the period's metrics row (`run_period`, the period may be traced); `make_train` is
+a scan over every log period of a run, one pure function, jit- and vmap-able (seeds,
+swept hyperparameters). `JaxLoop` is `train`'s view of the same program: the initial
+state and one log period per call, with host work between them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import jax.numpy as jnp
 from jaxsac import checks, sharding
 from jaxsac.config import SACConfig
 from jaxsac.evaluation import evaluate_returns
-from jaxsac.iteration import absorb
+from jaxsac.iteration import learn, skip_learning, store
 from jaxsac.learner import Hyperparams
 from jaxsac.metrics import period_row
 from jaxsac.program import (
@@ -33,57 +35,62 @@ from jaxsac.program import (
     place,
 )
 from jaxsac.runners import random_act_fn
-from jaxsac.schedule import (
-    Phase,
-    first_steady_period,
-    iterations_per_period,
-    num_periods,
-    segments,
-)
+from jaxsac.schedule import iterations_per_period, num_periods, warmup_iterations
 
 SWEEPABLE = ("actor_lr", "critic_lr", "alpha_lr", "tau", "initial_alpha", "gamma")
 """SACConfig fields `make_train(config, sweep=...)` takes as traced arguments."""
 
 
-def acting_fn(program: Program, state: TrainState, phase: Phase):
-    """Module actions [E, *action shape]: uniform random until learning starts, then the
-    policy (with the iteration's colored exploration noise when the config asks)."""
-    if phase is not Phase.LEARN:
-        return random_act_fn(program.actions)
+def policy_act_fn(program: Program, state: TrainState):
+    """The policy's act_fn (obs [E, obs_dim], key) -> module actions [E, *action shape],
+    with the iteration's colored exploration noise when the config asks for it."""
     noise = exploration_noise(program, state.key, state.iteration, program.runner.num_envs)
     return lambda obs, key: program.learner.act(state.learner.actor_params, obs, key,
                                                 noise=noise)
 
 
-def training_step(program: Program, state: TrainState, phase: Phase):
+def training_step(program: Program, state: TrainState, iteration: jax.Array):
     """One iteration (docs/semantics.md, "Training step") of the JAX loop: every env of
-    `program.runner` steps once, then `iteration.absorb`.
+    `program.runner` steps once, then the steps are stored and the gradient steps due
+    are taken.
+
+    iteration: the iteration's index, an int32 scalar the same for every vmapped seed
+        (so `lax.cond` on it stays a branch under `vmap`). It picks the phase
+        (schedule.phase_of): uniform random actions before `warmup_iterations`, and
+        gradient steps from the last warm-up iteration on. Every phase is a branch of
+        one program, so the update is compiled once however the phases fall.
 
     Returns (state, learner metrics of this iteration: {name: [] or [M] for M stacked
     modules}, NaN when it took no gradient step).
     """
+    warmup = warmup_iterations(program.config)
     act_key, _ = iteration_keys(state.key, state.iteration)
-    act_fn = acting_fn(program, state, phase)
+    random_act, policy_act = random_act_fn(program.actions), policy_act_fn(program, state)
+
+    def act_fn(obs: jax.Array, key: jax.Array) -> jax.Array:
+        return jax.lax.cond(iteration < warmup, random_act, policy_act, obs, key)
+
     runner_state, step, episodes = program.runner.step(state.runner, act_fn, act_key)
-    state = state.replace(runner=runner_state)
-    state, metrics = absorb(program, state, step, episodes, runner_state.obs_norm, phase)
+    state = store(program, state.replace(runner=runner_state), step, episodes)
+    state, metrics = jax.lax.cond(iteration >= warmup - 1,
+                                  lambda s: learn(program, s, runner_state.obs_norm),
+                                  skip_learning, state)
     return place(program, state), metrics
 
 
-def run_segment(program: Program, state: TrainState, phase: Phase, count: int):
-    """`count` iterations of `phase` as one scan; learner metrics [count] per name."""
-    return jax.lax.scan(lambda s, _: training_step(program, s, phase), state, None, length=count)
+def run_iterations(program: Program, state: TrainState, first: Any, count: int):
+    """Iterations [first, first + count) as one scan (`first` may be traced, `count`
+    is static); learner metrics [count] per name."""
+    iterations = first + jnp.arange(count, dtype=jnp.int32)
+    return jax.lax.scan(lambda s, i: training_step(program, s, i), state, iterations)
 
 
-def run_period(program: Program, state: TrainState, period: int):
-    """Log period `period` (static): its iterations, then one row of metrics."""
+def run_period(program: Program, state: TrainState, period: Any):
+    """Log period `period` (an int, or an int32 scalar traced the same for every seed):
+    its iterations, then one row of metrics with the period's evaluation."""
     per = iterations_per_period(program.config)
-    collected = []
-    for phase, count in segments(program.config, period * per, (period + 1) * per):
-        state, metrics = run_segment(program, state, phase, count)
-        collected.append(metrics)
-    learner_metrics = jax.tree.map(lambda *xs: jnp.nanmean(jnp.concatenate(xs), axis=0),
-                                   *collected)
+    state, metrics = run_iterations(program, state, period * per, per)
+    learner_metrics = jax.tree.map(lambda m: jnp.nanmean(m, axis=0), metrics)
     return state, period_metrics(program, state, learner_metrics, period)
 
 
@@ -103,29 +110,12 @@ def period_metrics(program: Program, state: TrainState, learner_metrics: dict,
 
 
 def run_periods(program: Program, state: TrainState, start: int, stop: int):
-    """Log periods [start, stop): warm-up periods one by one, the steady ones in one scan.
+    """Log periods [start, stop) as one scan over the period index.
 
     Returns (state, metrics with a leading period axis).
     """
-    rows = []
-    steady = max(start, min(stop, first_steady_period(program.config)))
-    for period in range(start, steady):
-        state, row = run_period(program, state, period)
-        rows.append(jax.tree.map(lambda x: x[None], row))
-    if stop > steady:
-        def body(s, period):
-            return run_steady_period(program, s, period)
-        state, steady_rows = jax.lax.scan(body, state, jnp.arange(steady, stop))
-        rows.append(steady_rows)
-    return state, jax.tree.map(lambda *xs: jnp.concatenate(xs), *rows)
-
-
-def run_steady_period(program: Program, state: TrainState, period: jax.Array):
-    """A log period of LEARN iterations only (period may be traced)."""
-    state, metrics = run_segment(program, state, Phase.LEARN,
-                                 iterations_per_period(program.config))
-    learner_metrics = jax.tree.map(lambda m: jnp.nanmean(m, axis=0), metrics)
-    return state, period_metrics(program, state, learner_metrics, period)
+    periods = jnp.arange(start, stop, dtype=jnp.int32)
+    return jax.lax.scan(lambda s, p: run_period(program, s, p), state, periods)
 
 
 def make_train(config: SACConfig, sweep: Sequence[str] = (),
@@ -184,13 +174,13 @@ class JaxLoop:
 
     init(keys) -> the initial TrainState (leading seed axis for several seeds).
     run_chunk(state, start, stop) -> (state, metrics rows [stop - start, (seeds,) ...]):
-        log periods [start, stop) as one compiled program. `fused_periods` leading
-        periods (the warm-up) run as one chunk; the steady periods after them share one
-        program that takes the period as an argument, so nothing is compiled twice.
-    Every chunk takes its hyperparameters from `program.config` (so a resumed run uses
-    the requested ones), as constants, as make_train's program does. Each distinct
-    program is jitted once per JaxLoop; `jax_loop` keeps JaxLoops between calls, so a
-    repeated `train` of the same config compiles nothing.
+        log periods [start, stop), one call each of the period program, which takes the
+        period as an argument (`run_period`). A run compiles two programs, the initial
+        state and the log period, whatever its length and warm-up.
+    The period program takes its hyperparameters from `program.config` (so a resumed
+    run uses the requested ones), as constants, as make_train's program does. Each is
+    jitted once per JaxLoop; `jax_loop` keeps JaxLoops between calls, so a repeated
+    `train` of the same config compiles nothing.
     """
 
     donates_state = False
@@ -198,12 +188,9 @@ class JaxLoop:
 
     def __init__(self, program: Program, num_seeds: int):
         self.program, self.num_seeds = program, num_seeds
-        self.fused_periods = first_steady_period(program.config)
         self._hparams = Hyperparams.from_config(program.config)
-        self._steady = jax.jit(self._over_seeds(self._steady_chunk, in_axes=(0, None)))
+        self._period = jax.jit(self._over_seeds(self._one_period, in_axes=(0, None)))
         self._init = jax.jit(jax.vmap(self._initial) if num_seeds > 1 else self._initial)
-        self._chunks: dict[tuple[int, int], Callable] = {}
-        self._keys = None
 
     def _over_seeds(self, f: Callable, in_axes: Any = 0) -> Callable:
         # Metrics come back [periods, seeds, ...], one row per log period.
@@ -212,40 +199,21 @@ class JaxLoop:
     def _initial(self, key: jax.Array) -> TrainState:
         return init_state(self.program, key, self._hparams)
 
-    def _pin(self, state: TrainState) -> TrainState:
-        return state.replace(learner=state.learner.replace(hparams=self._hparams))
-
-    def _steady_chunk(self, state: TrainState, period: jax.Array):
-        state, row = run_steady_period(self.program, self._pin(state), period)
+    def _one_period(self, state: TrainState, period: jax.Array):
+        pinned = state.replace(learner=state.learner.replace(hparams=self._hparams))
+        state, row = run_period(self.program, pinned, period)
         return state, jax.tree.map(lambda x: x[None], row)
 
     def init(self, keys: jax.Array) -> TrainState:
-        self._keys = keys
         return self._init(keys)
 
-    def _chunk(self, start: int, stop: int) -> Callable:
-        """The jitted program of log periods [start, stop) before the steady ones."""
-        if (start, stop) not in self._chunks:
-            program = self.program
-            if start == 0:
-                # The initial state is computed again inside this program: XLA then
-                # compiles the first periods exactly as in make_train's program, bit for
-                # bit (with the state as an argument its fusions, and so its rounding,
-                # differ).
-                run = lambda key: run_periods(program, self._initial(key), 0, stop)  # noqa: E731
-            else:
-                run = lambda s: run_periods(program, self._pin(s), start, stop)  # noqa: E731
-            self._chunks[start, stop] = jax.jit(self._over_seeds(run))
-        return self._chunks[start, stop]
-
     def run_chunk(self, state: TrainState, start: int, stop: int):
-        """Log periods [start, stop) from `state`; from period 0 the program starts
-        from the keys given to `init` (it recomputes the initial state, see below)."""
-        if start == 0:
-            return self._chunk(0, stop)(self._keys)
-        if start >= self.fused_periods:
-            return self._steady(state, jnp.asarray(start, jnp.int32))
-        return self._chunk(start, stop)(state)
+        """Log periods [start, stop) from `state`."""
+        rows = []
+        for period in range(start, stop):
+            state, row = self._period(state, jnp.asarray(period, jnp.int32))
+            rows.append(row)
+        return state, jax.tree.map(lambda *xs: jnp.concatenate(xs), *rows)
 
 
 def jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh) -> JaxLoop:

@@ -15,7 +15,8 @@ from jaxsac.config import SACConfig
 
 
 class Phase(enum.Enum):
-    """What an iteration does; static, so each phase compiles to its own scan."""
+    """What an iteration does. The gymnasium loop compiles a block per phase; the JAX
+    loop branches on the iteration's index inside one program (jaxsac.loop)."""
 
     WARMUP = "warmup"  # random actions, no gradient steps
     FIRST_UPDATE = "first_update"  # random actions; learning_starts now stored: update
@@ -84,19 +85,3 @@ def validate_schedule(config: SACConfig) -> None:
     if config.batch_size > config.buffer_capacity:
         raise ValueError(f"SACConfig.batch_size={config.batch_size} must be at most "
                          f"buffer_capacity={config.buffer_capacity}")
-
-
-def first_steady_period(config: SACConfig) -> int:
-    """The first log period made only of LEARN iterations."""
-    return -(-warmup_iterations(config) // iterations_per_period(config))
-
-
-def log_chunks(config: SACConfig, start: int, fused_periods: int) -> list[tuple[int, int]]:
-    """The chunks [a, b) of log periods `train` runs from period `start`, with host work
-    (logs, checkpoints) between them: periods before `fused_periods` in one chunk when
-    starting from 0, then one period per chunk."""
-    stop = num_periods(config)
-    if start == 0 and fused_periods > 0:
-        first = min(fused_periods, stop)
-        return [(0, first)] + [(p, p + 1) for p in range(first, stop)]
-    return [(p, p + 1) for p in range(start, stop)]

@@ -3,9 +3,9 @@
     result = jaxsac.train(config)                        # TrainResult(state, metrics, ...)
     result = jaxsac.train(config, callback=fn)           # fn(row, state) -> True stops
 
-JAX envs run the JAX loop (jaxsac.loop) in chunks of log periods: identical to one
+JAX envs run the JAX loop (jaxsac.loop) one log period per call: identical to one
 `make_train` call for the same key. Gymnasium envs run the host loop (jaxsac.host_loop).
-Between chunks the host logs each period's row, checks it for non-finite values,
+Between periods the host logs the period's row, checks it for non-finite values,
 calls the callback and writes the checkpoints due.
 """
 
@@ -27,18 +27,15 @@ from jaxsac.learner import LearnerState
 from jaxsac.logger import RunLogger
 from jaxsac.loop import jax_loop
 from jaxsac.program import TrainState, run_keys, validate
-from jaxsac.schedule import log_chunks, num_periods
+from jaxsac.schedule import num_periods
 
 Callback = Callable[[dict[str, np.ndarray], TrainState], Any]
 """callback(row, state) after each log period: `row` is the period's metrics (numpy
 scalars, or [seeds] per metric for several seeds; multi-agent metrics add an agent or
-module axis) and `state` the TrainState at the end of the chunk that ran the period
-(the warm-up periods run as one chunk, so their rows share that chunk's end state).
-`state` is valid during the call only: the gymnasium loop donates its arrays to the
-next chunk, so copy what you keep (`jax.tree.map(jnp.copy, ...)`). A truthy return
-stops the run at the end of that chunk (after the remaining warm-up periods of a fused
-chunk, which are logged and returned too); the state is checkpointed first when
-checkpoint_dir is set."""
+module axis) and `state` the TrainState at the period's end. `state` is valid during
+the call only: the gymnasium loop donates its arrays to the next period, so copy what
+you keep (`jax.tree.map(jnp.copy, ...)`). A truthy return stops the run after that
+period; the state is checkpointed first when checkpoint_dir is set."""
 
 
 class TrainResult(NamedTuple):
@@ -61,13 +58,11 @@ class TrainResult(NamedTuple):
 class Loop(Protocol):
     """What `train` needs from a loop (jaxsac.loop.JaxLoop, jaxsac.host_loop.HostLoop).
 
-    fused_periods: leading log periods run as one chunk when starting from period 0.
     donates_state: run_chunk donates its input state to the device (it is unusable
         afterwards).
     env_restarts: envs rebuilt after a fault so far.
     """
 
-    fused_periods: int
     donates_state: bool
     env_restarts: int
 
@@ -127,9 +122,9 @@ def _check_one_device(config: SACConfig, mesh: jax.sharding.Mesh | None) -> None
 
 def run_log_periods(config: SACConfig, loop: Loop, keys: jax.Array, num_seeds: int,
                     progress: bool, callback: Callback | None = None) -> TrainResult:
-    """The log periods of a run from the host: resume, log, checkpoint, callback, and a
-    stop on non-finite values (the last finite state is saved). See `log_chunks` for how
-    the run is cut into chunks."""
+    """The log periods of a run from the host, one `loop.run_chunk` call each: resume,
+    log, checkpoint, callback, and a stop on non-finite values (the last finite state is
+    saved)."""
     checkpoints = CheckpointSchedule(config)
     state = checkpoints.resume(loop.init(keys))
     start = checkpoints.env_steps(state) // config.log_every
@@ -138,35 +133,30 @@ def run_log_periods(config: SACConfig, loop: Loop, keys: jax.Array, num_seeds: i
                        progress and first, start_env_steps=start * config.log_every)
     rows = []
     try:
-        for chunk_start, chunk_stop in log_chunks(config, start, loop.fused_periods):
+        for period in range(start, num_periods(config)):
             # The host loop donates its state to the device: keep a copy to save should
-            # this chunk end in NaNs.
+            # this period end in NaNs.
             previous = (jax.tree.map(jnp.copy, state) if loop.donates_state
                         and checkpoints.directory else state)
             try:
-                new_state, chunk_rows = loop.run_chunk(state, chunk_start, chunk_stop)
+                new_state, period_rows = loop.run_chunk(state, period, period + 1)
             except EnvFailureError as e:
                 checkpoints.save(previous)
                 raise EnvFailureError(
-                    f"{e}; the state at the start of log period {chunk_start} (env steps "
-                    f"{chunk_start * config.log_every}) was saved{checkpoints.where()}"
-                ) from e
-            chunk_rows = jax.device_get(chunk_rows)
-            stop = False
-            for i in range(chunk_stop - chunk_start):
-                row = jax.tree.map(lambda x, i=i: x[i], chunk_rows)
-                if not all_finite(row, new_state.learner):
-                    checkpoints.save(previous)
-                    period = chunk_start + i
-                    raise FloatingPointError(
-                        f"non-finite losses or parameters in log period {period} (env steps "
-                        f"{period * config.log_every}..{(period + 1) * config.log_every}); the "
-                        f"last finite state was saved" + checkpoints.where())
-                rows.append(row)
-                logger.log(row)
-                stop = stop or bool(callback is not None and callback(row, new_state))
+                    f"{e}; the state at the start of log period {period} (env steps "
+                    f"{period * config.log_every}) was saved{checkpoints.where()}") from e
+            row = jax.tree.map(lambda x: x[0], jax.device_get(period_rows))
+            if not all_finite(row, new_state.learner):
+                checkpoints.save(previous)
+                raise FloatingPointError(
+                    f"non-finite losses or parameters in log period {period} (env steps "
+                    f"{period * config.log_every}..{(period + 1) * config.log_every}); the "
+                    f"last finite state was saved" + checkpoints.where())
+            rows.append(row)
+            logger.log(row)
+            stop = bool(callback is not None and callback(row, new_state))
             state = new_state
-            checkpoints.maybe_save(state, last=stop or chunk_stop == num_periods(config))
+            checkpoints.maybe_save(state, last=stop or period + 1 == num_periods(config))
             if stop:
                 break
     finally:
@@ -180,7 +170,14 @@ def all_finite(row: dict[str, Any], learner_state: LearnerState) -> bool:
     losses_ok = all(not np.any(learned & ~np.isfinite(np.asarray(row[name])))
                     for name in ("qf_loss", "policy_loss", "alpha_loss"))
     params = (learner_state.actor_params, learner_state.critic_params, learner_state.log_alpha)
-    return losses_ok and all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(params))
+    return losses_ok and bool(_all_finite(params))
+
+
+@jax.jit
+def _all_finite(tree: Any) -> jax.Array:
+    """Whether every element of every leaf is finite: one program for the whole tree (a
+    check per leaf would compile one per leaf shape)."""
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
 
 
 class CheckpointSchedule:

@@ -10,10 +10,9 @@ import pytest
 import jaxsac
 from jaxsac import noise
 from jaxsac.host_loop import acting_functions
-from jaxsac.loop import acting_fn
+from jaxsac.loop import policy_act_fn
 from jaxsac.networks import Actor
 from jaxsac.program import build_program, exploration_noise, init_state
-from jaxsac.schedule import Phase
 
 
 def reference_colored_noise(real: np.ndarray, imag: np.ndarray, beta: float,
@@ -145,6 +144,6 @@ def test_both_loops_act_with_the_same_colored_noise():
     np.testing.assert_allclose(np.asarray(host_action),
                                np.tanh(np.asarray(mean) + np.exp(np.asarray(log_std))
                                        * np.asarray(eps)), rtol=1e-6)
-    act = acting_fn(program, state.replace(iteration=iteration), Phase.LEARN)
+    act = policy_act_fn(program, state.replace(iteration=iteration))
     jax_action = act(obs, jax.random.key(0))  # the key draws nothing with colored noise
     np.testing.assert_allclose(np.asarray(jax_action), np.asarray(host_action), rtol=1e-6)

@@ -3,8 +3,12 @@ callbacks, both backends, and resuming a checkpoint of the previous format."""
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shutil
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +23,6 @@ from jaxsac.schedule import (
     Phase,
     gradient_schedule,
     iterations_per_period,
-    log_chunks,
     phase_of,
     segments,
     warmup_iterations,
@@ -110,18 +113,8 @@ def test_a_whole_run_draws_from_philox_when_configured():
     assert np.all(np.isfinite(metrics["qf_loss"])) and np.all(np.isfinite(metrics["eval_return"]))
 
 
-@pytest.mark.parametrize(("start", "fused"), [(0, 0), (0, 1), (0, 3), (0, 9), (2, 3), (4, 3)])
-def test_log_chunks_run_each_remaining_period_once(start, fused):
-    config = jaxsac.SACConfig(**{**TINY, "total_env_steps": 1_200})  # 6 periods
-    chunks = log_chunks(config, start, fused)
-    covered = [p for a, b in chunks for p in range(a, b)]
-    assert covered == list(range(start, 6))
-    multi = [(a, b) for a, b in chunks if b - a > 1]
-    assert multi == ([(0, min(fused, 6))] if start == 0 and fused > 1 else [])
-
-
 @pytest.mark.parametrize("learning_starts", [100, 500])  # warm-up of 1 and of 3 periods
-def test_chunked_train_is_reproducible_and_matches_make_train(learning_starts):
+def test_train_period_by_period_is_reproducible_and_matches_make_train(learning_starts):
     config = jaxsac.SACConfig(**{**TINY, "learning_starts": learning_starts,
                                  "total_env_steps": 1_000})
     chunked = train(config, progress=False)
@@ -141,9 +134,8 @@ def test_jitted_program_is_traced_once_per_call(monkeypatch):
                         lambda *a, **k: (calls.append(1), original(*a, **k))[1])
     config = jaxsac.SACConfig(**{**TINY, "total_env_steps": 1_000})
     jax.jit(make_train(config))(jax.random.key(0))
-    # One trace per phase segment: warm-up, first update, the rest of period 0, and the
-    # steady periods' scan body once however many periods there are.
-    assert len(calls) == 4
+    # One scan body for every iteration of every period, warm-up included.
+    assert len(calls) == 1
 
 
 def test_learning_rate_sweep_is_one_vmapped_call_equal_to_separate_runs():
@@ -234,10 +226,10 @@ def test_callback_sees_every_row_and_stops_the_run_with_a_checkpoint(tmp_path):
         return row["env_steps"] >= 600
 
     result = train(config, progress=False, callback=callback)
-    # Periods 0 and 1 are warm-up periods fused into one chunk: the callback sees both
-    # rows after that chunk; the run stops after period 2 (600 env steps) of 5.
+    # The callback sees each period's row and state at its end; the run stops after
+    # period 2 (600 env steps) of 5.
     assert [int(row["env_steps"]) for row, _ in seen] == [200, 400, 600]
-    assert [iteration for _, iteration in seen] == [400, 400, 600]
+    assert [iteration for _, iteration in seen] == [200, 400, 600]
     assert result.metrics["env_steps"].tolist() == [200, 400, 600]
     for i, (row, _) in enumerate(seen):
         assert leaves_equal({k: np.asarray(v) for k, v in row.items()},
@@ -286,26 +278,56 @@ jax.monitoring.register_event_duration_secs_listener(
     lambda event, duration, **kwargs: EVENTS.append(event))
 
 
-def test_a_repeated_train_compiles_nothing_and_steady_periods_share_one_trace(monkeypatch):
-    """train() runs its warm-up chunk and then one steady program per period; a second
-    call of the same config reuses every compiled program (counted, not timed), and so
-    does a call with another seed and length."""
-    config = jaxsac.SACConfig(**{**TINY, "total_env_steps": 1_200, "learning_starts": 150,
-                                 "eval_episodes": 3})  # steady: periods 1-5
+def compiled_programs(run: Callable[[], Any]) -> list[str]:
+    """The names of the programs XLA compiles while `run()` runs (jax_log_compiles)."""
+    names: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            match = re.match(r"Finished XLA compilation of jit\((\w+)\)", record.getMessage())
+            if match:
+                names.append(match.group(1))
+
+    handler, logger = Collect(), logging.getLogger("jax._src.dispatch")
+    logger.addHandler(handler)
+    try:
+        with jax.log_compiles(True):
+            run()
+    finally:
+        logger.removeHandler(handler)
+    return names
+
+
+SMALL_HELPERS = {"convert_element_type", "stage", "_threefry_seed"}
+"""Programs of a few operations JAX compiles for any run (dtype casts, key seeding)."""
+
+
+def test_a_repeated_train_compiles_nothing_and_every_period_shares_one_trace(monkeypatch):
+    """train() compiles the initial state, the log period (warm-up periods included)
+    and the finiteness check, each once; a second call of the same config reuses every
+    compiled program (counted, not timed), and so does a call with another seed and
+    length."""
+    config = jaxsac.SACConfig(**{**TINY, "total_env_steps": 1_200, "learning_starts": 450,
+                                 "eval_episodes": 3})  # warm-up: periods 0-2
     traces = []
-    original = jaxsac.loop.run_steady_period
-    monkeypatch.setattr(jaxsac.loop, "run_steady_period",
+    original = jaxsac.loop.run_period
+    monkeypatch.setattr(jaxsac.loop, "run_period",
                         lambda *args: traces.append(1) or original(*args))
-    EVENTS.clear()
-    first = train(config, progress=False)
-    compiled = EVENTS.count(COMPILE_EVENT)
-    assert compiled > 0 and len(traces) == 1  # one trace serves all five steady periods
+    jaxsac.loop._cached_jax_loop.cache_clear()  # as in a fresh process
+    jax.clear_caches()
+    results = []
+    names = compiled_programs(lambda: results.append(train(config, progress=False)))
+    assert sorted(n for n in names if n not in SMALL_HELPERS) == [
+        "_all_finite", "_initial", "_one_period"]
+    assert len(traces) == 1  # one trace serves all six periods
     EVENTS.clear()
     second = train(config, progress=False)
     assert EVENTS.count(COMPILE_EVENT) == 0 and EVENTS.count(TRACE_EVENT) == 0
     assert len(traces) == 1
-    assert leaves_equal(first.metrics, second.metrics)
+    assert leaves_equal(results[0].metrics, second.metrics)
     EVENTS.clear()
     other = train(config.replace(seed=7, total_env_steps=1_600), progress=False)
     assert EVENTS.count(COMPILE_EVENT) == 0 and len(traces) == 1
     assert other.metrics["env_steps"].tolist() == list(range(200, 1_601, 200))
+
+

@@ -21,7 +21,7 @@ import jax
 import jaxsac
 from experiments.benchmarks.bench_train import time_steady_periods
 from jaxsac.learner import Hyperparams
-from jaxsac.loop import run_period, run_steady_period
+from jaxsac.loop import run_period
 from jaxsac.program import build_program, init_state
 
 
@@ -38,7 +38,7 @@ def bench(num_agents: int, periods: int) -> dict:
     state = jax.jit(lambda k: init_state(program, k, Hyperparams.from_config(config)))(
         jax.random.key(0))
     state, _ = jax.jit(lambda s: run_period(program, s, 0))(state)  # warm-up period
-    steady = jax.jit(lambda s, p: run_steady_period(program, s, p), donate_argnums=0)
+    steady = jax.jit(lambda s, p: run_period(program, s, p), donate_argnums=0)
     per_period, first = time_steady_periods(steady, state, periods)
     per_agent = config.log_every / per_period
     return {"agents": num_agents, "env_steps_per_s_per_agent": round(per_agent, 1),

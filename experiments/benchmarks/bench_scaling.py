@@ -67,7 +67,7 @@ def child(periods: int, num_shards: int) -> dict:
 
     from jaxsac import sharding
     from jaxsac.learner import Hyperparams
-    from jaxsac.loop import run_periods, run_steady_period
+    from jaxsac.loop import run_period, run_periods
     from jaxsac.program import build_program, init_state
 
     config = bench_config(num_shards)
@@ -76,7 +76,7 @@ def child(periods: int, num_shards: int) -> dict:
     hparams = Hyperparams.from_config(config)
     state = jax.jit(lambda k: init_state(program, k, hparams))(jax.random.key(0))
     state, _ = jax.jit(lambda s: run_periods(program, s, 0, 1))(state)  # warm-up, first updates
-    steady = jax.jit(lambda s, p: run_steady_period(program, s, p), donate_argnums=0)
+    steady = jax.jit(lambda s, p: run_period(program, s, p), donate_argnums=0)
     start = time.perf_counter()
     compiled = steady.lower(state, jnp.int32(1)).compile()
     compile_s = time.perf_counter() - start

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import jaxsac
 from jaxsac.host_loop import HostLoop, host_runner
 from jaxsac.learner import Hyperparams
-from jaxsac.loop import run_period, run_steady_period
+from jaxsac.loop import run_period
 from jaxsac.program import build_program, init_state
 
 
@@ -58,7 +58,7 @@ def bench_jax(num_seeds: int, periods: int) -> dict:
     keys = jax.random.split(jax.random.key(0), num_seeds) if num_seeds > 1 else jax.random.key(0)
     state = init(keys)
     state, _ = jax.jit(vm(lambda s: run_period(program, s, 0)))(state)  # warm-up period
-    steady = jax.jit(vm(lambda s, p: run_steady_period(program, s, p), in_axes=(0, None)),
+    steady = jax.jit(vm(lambda s, p: run_period(program, s, p), in_axes=(0, None)),
                      donate_argnums=0)
     per_period, first = time_steady_periods(steady, state, periods)
     return {"path": "jax", "seeds": num_seeds,

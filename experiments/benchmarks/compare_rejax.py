@@ -11,7 +11,7 @@ scans of `--iterations` steps each, interleaved (experiments/benchmarks/interlea
 - rejax iteration: `SAC.train_iteration` (env step, buffer add, sample, update) after
   2,000 iterations, the settings of the peer comparison (batch 256, 256×256 ReLU, one
   gradient step per env step, Polyak every step);
-- jaxsac iteration: a LEARN `run_segment`, after 2,000 env steps (profile_iteration);
+- jaxsac iteration: LEARN iterations (`run_iterations`), after 2,000 env steps (profile_iteration);
 - rejax update: `SAC.update` plus its Polyak step on one fixed minibatch;
 - jaxsac update: `learner.update` on the same minibatch.
 
@@ -28,8 +28,7 @@ import jax.numpy as jnp
 
 from experiments.benchmarks.interleaved import interleaved_ms, machine, quantiles
 from experiments.benchmarks.profile_iteration import config_for, state_after
-from jaxsac.loop import run_segment
-from jaxsac.schedule import Phase
+from jaxsac.loop import run_iterations
 
 POLYAK = 0.995  # rejax's name for 1 - tau
 
@@ -83,7 +82,7 @@ def main() -> None:
         return jax.lax.scan(lambda s, k: (program.learner.update(s, batch, k)[0], None),
                             learner_state, keys)[0]
 
-    jaxsac_iterations = jax.jit(lambda s: run_segment(program, s, Phase.LEARN, n)[0])
+    jaxsac_iterations = jax.jit(lambda s: run_iterations(program, s, s.iteration, n)[0])
     jaxsac_update_scan = jax.jit(jaxsac_updates)
     ts, rejax_iterations, rejax_update_scan = rejax_setup(n)
     calls = {

@@ -3,7 +3,7 @@ each round, so drift and other tenants' load hit them alike.
 
     .venv/bin/python -m experiments.benchmarks.interleaved [--rounds 25] [--iterations 300]
 
-Run as a script, it times whole training iterations (`run_segment` of LEARN iterations,
+Run as a script, it times whole training iterations (`run_iterations` of LEARN iterations,
 the settings of `profile_iteration`) under each `SACConfig.prng_impl`. Reported per
 variant: milliseconds per iteration, the minimum, 10th and 25th percentiles and the
 median over the rounds (the low quantiles are the least disturbed by load).
@@ -56,8 +56,7 @@ def machine() -> dict[str, Any]:
 def main() -> None:
     from experiments.benchmarks.profile_iteration import config_for, state_after
     from jaxsac.config import PRNG_IMPLS
-    from jaxsac.loop import run_segment
-    from jaxsac.schedule import Phase
+    from jaxsac.loop import run_iterations
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=25)
@@ -67,7 +66,7 @@ def main() -> None:
     calls = {}
     for impl in PRNG_IMPLS:
         program, state = state_after(config_for(prng_impl=impl), 2)
-        segment = jax.jit(lambda s, p=program: run_segment(p, s, Phase.LEARN,
+        segment = jax.jit(lambda s, p=program: run_iterations(p, s, s.iteration,
                                                            args.iterations)[0])
         calls[impl] = lambda f=segment, s=state: f(s)
     ms = interleaved_ms(calls, args.rounds, args.iterations)

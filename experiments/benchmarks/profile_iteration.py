@@ -38,9 +38,8 @@ import jaxsac
 from experiments.benchmarks.bench_update import best_time
 from jaxsac.iteration import gradient_steps
 from jaxsac.learner import Hyperparams
-from jaxsac.loop import run_period, run_segment, run_steady_period
+from jaxsac.loop import run_iterations, run_period
 from jaxsac.program import build_program, init_state, iteration_keys
-from jaxsac.schedule import Phase
 
 
 def config_for(**changes) -> jaxsac.SACConfig:
@@ -86,7 +85,7 @@ def compile_seconds(config: jaxsac.SACConfig) -> float:
     state = jax.eval_shape(lambda k: init_state(program, k, Hyperparams.from_config(config)),
                            jax.random.key(0))
     start = time.perf_counter()
-    jax.jit(lambda s: run_steady_period(program, s, jnp.int32(2))).lower(state).compile()
+    jax.jit(lambda s: run_period(program, s, jnp.int32(2))).lower(state).compile()
     return time.perf_counter() - start
 
 
@@ -109,8 +108,8 @@ def main() -> None:
                             jax.random.split(jax.random.key(2), n))[0]
 
     pieces = {
-        "iteration": jax.jit(lambda s: run_segment(program, s, Phase.LEARN, n)[0]),
-        "collect": jax.jit(lambda s: run_segment(collect_program, s, Phase.LEARN, n)[0]),
+        "iteration": jax.jit(lambda s: run_iterations(program, s, s.iteration, n)[0]),
+        "collect": jax.jit(lambda s: run_iterations(collect_program, s, s.iteration, n)[0]),
         "sample + update": jax.jit(lambda s: scan(lambda c, k: gradient_steps(
             program, c[0], c[1], stats, k, 1)[:2], (s.learner, s.buffer))),
         "update": jax.jit(lambda s: scan(
