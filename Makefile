@@ -8,6 +8,7 @@ PYTEST_ARGS ?= -n auto --dist worksteal --durations=15
 
 .PHONY: install train test test-learning lint bench-peers clean
 PEERS_ARGS ?=
+SOLVE_ARGS ?=
 
 install: $(STAMP)
 
@@ -33,10 +34,12 @@ test: $(STAMP)
 test-learning: $(STAMP)
 	$(PY) -m pytest -m learning --full-learning $(PYTEST_ARGS)
 
-# Side-by-side comparison with stable-baselines3, sbx and rejax (their own .venv-peers).
+# Side-by-side comparison with stable-baselines3, sbx and rejax (their own .venv-peers):
+# speed and returns, then the time each takes to solve Pendulum-v1.
 bench-peers: $(STAMP)
 	bash experiments/benchmarks/setup_peers.sh
 	$(PY) -m experiments.benchmarks.compare_peers $(PEERS_ARGS)
+	$(PY) -m experiments.benchmarks.time_to_solve $(SOLVE_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-peers runs .pytest_cache .ruff_cache .hypothesis

@@ -194,6 +194,7 @@ def run_one(library: str, seed: int, num_seeds: int, args: argparse.Namespace,
     """Runs one runner process; its record, or a record of the failure. `args` may carry
     `runner_overrides`, settings that replace the task's runner settings."""
     command = runner_command(library, seed, num_seeds, args)
+    launch_unix = time.time()
     start = time.perf_counter()
     try:
         proc = subprocess.run(command, cwd=ROOT, env=child_env(platform), capture_output=True,
@@ -210,6 +211,7 @@ def run_one(library: str, seed: int, num_seeds: int, args: argparse.Namespace,
     record = json.loads(lines[-1])
     record["library"] = library
     record["process_s"] = round(process_s, 3)  # including imports and the evaluation
+    record["launch_unix"] = launch_unix  # the marks are from record["clock_start_unix"]
     record["command"] = " ".join(shlex.quote(c) for c in command)
     return record
 

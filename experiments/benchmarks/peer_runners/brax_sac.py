@@ -98,8 +98,6 @@ def num_evals_for(args) -> int:
 def main() -> None:
     p = common.parser(__doc__.splitlines()[0])
     p.set_defaults(env_id="playground/CartpoleBalance")
-    p.add_argument("--normalize-obs", action="store_true",
-                   help="brax's normalize_observations (running mean and std)")
     p.add_argument("--critic-layer-norm", action="store_true",
                    help="LayerNorm after each hidden activation of the critics "
                         "(make_sac_networks' q_network_layer_norm)")

@@ -78,6 +78,13 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--mark-every", type=int, default=1_000,
                    help="env steps between timestamps (jaxsac's log period)")
     p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--normalize-obs", action="store_true",
+                   help="the library's running mean/std observation normalization")
+    p.add_argument("--stop-at-return", type=float, default=None,
+                   help="stop training after the first in-run evaluation at or above this "
+                        "mean return (where the library can stop mid-run; the others run "
+                        "to --total-env-steps). stable-baselines3 and sbx evaluate in-run "
+                        "(10 deterministic episodes at every mark) only with this option")
     return p
 
 
@@ -273,21 +280,28 @@ def summarize(library: str, args: argparse.Namespace, clock: Clock,
     """
     mark_start = steady_start(args.learning_starts, args.mark_every)
     mark_end = args.total_env_steps
+    stopped = args.stop_at_return is not None and mark_end not in clock.marks
+    if stopped and clock.marks:
+        mark_end = max(clock.marks)  # stopped early: the window ends at the last mark
     missing = [m for m in (mark_start, mark_end) if m not in clock.marks]
-    if missing:
+    if missing and not stopped:
         raise RuntimeError(f"{library}: no timestamp at env steps {missing}; "
                            f"got {sorted(clock.marks)}")
-    steady_s = clock.marks[mark_end] - clock.marks[mark_start]
-    rate = (mark_end - mark_start) / steady_s
-    startup_s = clock.marks[mark_start] - (mark_start - args.learning_starts) / rate
+    steady_s = rate = startup_s = None  # None: stopped before a whole steady window
+    if not missing and mark_end > mark_start:
+        steady_s = clock.marks[mark_end] - clock.marks[mark_start]
+        rate = (mark_end - mark_start) / steady_s
+        startup_s = clock.marks[mark_start] - (mark_start - args.learning_starts) / rate
     compile_s = compile_in_steady = None
     if compile_meter is not None:
         compile_s = compile_meter.seconds()
         if wall_clock_origin is not None:
             compile_s = compile_meter.seconds(until=wall_clock_origin + clock.t_end)
-            compile_in_steady = compile_meter.seconds(
-                wall_clock_origin + clock.marks[mark_start],
-                wall_clock_origin + clock.marks[mark_end])
+            if steady_s is not None:
+                compile_in_steady = compile_meter.seconds(
+                    wall_clock_origin + clock.marks[mark_start],
+                    wall_clock_origin + clock.marks[mark_end])
+    rounded = lambda x, digits: None if x is None else round(x, digits)  # noqa: E731
     means = [float(np.mean(r)) for r in eval_returns]
     record = {
         "library": library,
@@ -296,14 +310,15 @@ def summarize(library: str, args: argparse.Namespace, clock: Clock,
         "num_seeds": args.num_seeds,
         "total_env_steps": args.total_env_steps,
         "wall_s": round(clock.t_end, 3),
-        "startup_s": round(startup_s, 3),
-        "compile_s": None if compile_s is None else round(compile_s, 3),
-        "compile_in_steady_window_s": (None if compile_in_steady is None
-                                       else round(compile_in_steady, 3)),
+        "startup_s": rounded(startup_s, 3),
+        "compile_s": rounded(compile_s, 3),
+        "compile_in_steady_window_s": rounded(compile_in_steady, 3),
         "steady_window": [mark_start, mark_end],
-        "steady_s": round(steady_s, 3),
-        "steady_env_steps_per_s": round(rate, 2),
-        "aggregate_env_steps_per_s": round(rate * args.num_seeds, 2),
+        "steady_s": rounded(steady_s, 3),
+        "steady_env_steps_per_s": rounded(rate, 2),
+        "aggregate_env_steps_per_s": rounded(rate and rate * args.num_seeds, 2),
+        "stopped_at_return": stopped,
+        "clock_start_unix": wall_clock_origin,
         "marks": {str(k): round(v, 4) for k, v in sorted(clock.marks.items())},
         "eval_returns": eval_returns,
         "final_return": [round(m, 2) for m in means],
@@ -344,18 +359,28 @@ def run_sb3_api(sac_class: Any, library: str, args: argparse.Namespace,
     if (args.num_envs, args.utd_ratio, args.activation) != (1, 1.0, "relu"):
         raise SystemExit(f"{library}: the runner trains one env, one gradient step per env "
                          "step, ReLU networks only")
+    if args.normalize_obs:
+        raise SystemExit(f"{library}: --normalize-obs is not supported by this runner")
     from stable_baselines3.common.callbacks import BaseCallback
 
     clock = Clock()
+    in_run: list[float] = []  # mean in-run evaluation returns, one per mark
 
     class Marks(BaseCallback):
         """A timestamp at every `mark_every` env steps (SB3 calls this after the env
-        step and before that step's gradient step)."""
+        step and before that step's gradient step); with --stop-at-return, an in-run
+        evaluation there too (its time counts, as the JAX libraries' in-run evaluations
+        do), and the stop once it reaches the return."""
 
         def _on_step(self) -> bool:
-            if self.num_timesteps % args.mark_every == 0:
-                clock.mark(self.num_timesteps)
-            return True
+            if self.num_timesteps % args.mark_every:
+                return True
+            if args.stop_at_return is not None:
+                returns = evaluate(lambda obs: self.model.predict(obs, deterministic=True)[0],
+                                   args.env_id, args.eval_episodes)
+                in_run.append(float(np.mean(returns)))
+            clock.mark(self.num_timesteps)
+            return args.stop_at_return is None or in_run[-1] < args.stop_at_return
 
     wall_origin = time.time()
     clock.start()
@@ -381,5 +406,7 @@ def run_sb3_api(sac_class: Any, library: str, args: argparse.Namespace,
 
     returns = [evaluate(lambda obs: model.predict(obs, deterministic=True)[0],
                         args.env_id, args.eval_episodes)]
+    if in_run:
+        extra = {**(extra or {}), **own_evaluations(args, [in_run])}
     return summarize(library, args, clock, meter, returns, versions, extra=extra,
                      wall_clock_origin=wall_origin)

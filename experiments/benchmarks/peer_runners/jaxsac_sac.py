@@ -24,20 +24,49 @@ comparison with brax's SAC needs, and their defaults leave the other tasks as th
 
 from __future__ import annotations
 
+import argparse
 import time
+from typing import Any
 
 from experiments.benchmarks.peer_runners import common
+
+
+def build_config(args: argparse.Namespace) -> Any:
+    """The run's config: the shared settings of the comparison, or with --tuned jaxsac's
+    tuned config of the env with the comparison's seed, env steps, log period and
+    evaluation episodes."""
+    import jaxsac
+
+    protocol = dict(backend=args.backend, seed=args.seed,
+                    total_env_steps=args.total_env_steps, log_every=args.mark_every,
+                    eval_episodes=args.eval_episodes)
+    if args.tuned:
+        return jaxsac.tuned(args.env_id, **protocol)
+    return jaxsac.SACConfig(
+        env_id=args.env_id, num_envs=args.num_envs, learning_starts=args.learning_starts,
+        buffer_capacity=args.buffer_size, batch_size=args.batch_size,
+        hidden_sizes=tuple(args.hidden), activation=args.activation,
+        actor_lr=args.lr, critic_lr=args.lr,
+        alpha_lr=args.lr if args.alpha_lr is None else args.alpha_lr, initial_alpha=1.0,
+        target_entropy="auto" if args.target_entropy is None else args.target_entropy,
+        target_entropy_scale=args.target_entropy_scale,
+        gamma=args.gamma, tau=args.tau, utd_ratio=args.utd_ratio,
+        target_network_update_freq=args.target_update_every,
+        normalize_obs=args.normalize_obs, critic_layer_norm=args.critic_layer_norm,
+        **protocol)
 
 
 def main() -> None:
     p = common.parser(__doc__.splitlines()[0])
     p.add_argument("--backend", choices=("jax", "gymnasium"), required=True)
+    p.add_argument("--tuned", action="store_true",
+                   help="jaxsac's tuned config of --env-id (jaxsac.tuned); of the shared "
+                        "settings only the seed, the env steps, the log period (--mark-every) "
+                        "and the evaluation episodes apply")
     p.add_argument("--api", choices=("train", "make_train"), default=None,
                    help="default: train for one seed, make_train for --num-seeds > 1")
     p.add_argument("--target-update-every", type=int, default=1,
                    help="gradient steps between Polyak target updates")
-    p.add_argument("--normalize-obs", action="store_true",
-                   help="running mean/std observation normalization (normalize_obs)")
     p.add_argument("--critic-layer-norm", action="store_true",
                    help="LayerNorm after each hidden activation of the critics")
     p.add_argument("--target-entropy", type=float, default=None,
@@ -61,25 +90,16 @@ def main() -> None:
     meter = common.CompileMeter()
     clock = common.Clock()
 
-    # Timestamps at the end of each log period, for either API.
+    # Timestamps at the end of each log period, for either API; `train` stops once every
+    # seed's evaluation reaches --stop-at-return.
     def mark(row, state=None):
         clock.mark(int(np.max(row["env_steps"])))
+        return (args.stop_at_return is not None
+                and bool(np.min(row["eval_return"]) >= args.stop_at_return))
 
     wall_origin = time.time()
     clock.start()
-    config = jaxsac.SACConfig(
-        env_id=args.env_id, backend=args.backend, seed=args.seed, num_envs=args.num_envs,
-        total_env_steps=args.total_env_steps, learning_starts=args.learning_starts,
-        buffer_capacity=args.buffer_size, batch_size=args.batch_size,
-        hidden_sizes=tuple(args.hidden), activation=args.activation,
-        actor_lr=args.lr, critic_lr=args.lr,
-        alpha_lr=args.lr if args.alpha_lr is None else args.alpha_lr, initial_alpha=1.0,
-        target_entropy="auto" if args.target_entropy is None else args.target_entropy,
-        target_entropy_scale=args.target_entropy_scale,
-        gamma=args.gamma, tau=args.tau, utd_ratio=args.utd_ratio,
-        target_network_update_freq=args.target_update_every,
-        normalize_obs=args.normalize_obs, critic_layer_norm=args.critic_layer_norm,
-        log_every=args.mark_every, eval_episodes=args.eval_episodes)
+    config = build_config(args)
     if api == "train":
         result = jaxsac.train(config, num_seeds=args.num_seeds, progress=False, callback=mark)
         state, metrics = result.state, result.metrics
@@ -134,9 +154,10 @@ def main() -> None:
     record = common.summarize(
         f"jaxsac-{args.backend}", args, clock, meter, returns, versions,
         extra={"api": api, **common.own_evaluations(args, own),
-               "target_network_update_freq": args.target_update_every,
-               "normalize_obs": args.normalize_obs,
-               "critic_layer_norm": args.critic_layer_norm,
+               "tuned": args.tuned,
+               "target_network_update_freq": config.target_network_update_freq,
+               "normalize_obs": config.normalize_obs,
+               "critic_layer_norm": config.critic_layer_norm,
                "alpha_lr": config.alpha_lr, "target_entropy": config.target_entropy,
                "device": str(jax.devices()[0])},
         wall_clock_origin=wall_origin)

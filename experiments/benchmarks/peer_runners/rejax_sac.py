@@ -9,7 +9,8 @@ The whole run is one `jax.jit(algo.train)` call (`jax.vmap`ped over keys for
 --num-seeds > 1), as rejax's README does it. rejax evaluates inside the program every
 `eval_freq` env steps; that callback is replaced by the one jaxsac runs at the end of
 each log period (10 deterministic episodes of the JAX env), plus a host timestamp
-(`jax.debug.callback`) at the same env-step marks the other runners use.
+(`jax.debug.callback`) at the same env-step marks the other runners use. The program
+cannot stop early: --stop-at-return leaves the run as it is.
 
 Discrete actions (CartPole-v1) get rejax's discrete SAC, chosen by rejax from the
 action space; --target-entropy-scale sets its `target_entropy_ratio` (target entropy =
@@ -78,6 +79,7 @@ def main() -> None:
         num_epochs=common.gradient_steps_per_iteration(args),
         hidden_layer_sizes=tuple(args.hidden),
         agent_kwargs={"activation": args.activation},
+        normalize_observations=args.normalize_obs,
         **entropy_ratio,
     )
     algo = algo.replace(eval_callback=eval_callback)
