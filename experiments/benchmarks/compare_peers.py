@@ -789,10 +789,14 @@ def main(argv: list[str] | None = None) -> None:
         "versions": versions(records),
         "runs": records,
     }
-    text = markdown(report, task)
+    write_report(report, markdown(report, task), args.out_json, args.out_md)
+
+
+def write_report(report: dict[str, Any], text: str, out_json: str, out_md: str) -> None:
+    """Prints the markdown and writes it and the JSON report (paths relative to the
+    repository)."""
     print(text)
-    for path, content in ((args.out_json, json.dumps(report, indent=1) + "\n"),
-                          (args.out_md, text)):
+    for path, content in ((out_json, json.dumps(report, indent=1) + "\n"), (out_md, text)):
         target = ROOT / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content)

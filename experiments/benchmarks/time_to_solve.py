@@ -43,7 +43,6 @@ from typing import Any
 from experiments.benchmarks import compare_peers
 from experiments.benchmarks.compare_peers import fmt, minus
 
-ROOT = compare_peers.ROOT
 THRESHOLD = -200.0
 EVAL_EVERY = 500
 LIBRARIES = ("jaxsac-jax", "rejax", "sbx", "sb3")
@@ -292,14 +291,7 @@ def main(argv: list[str] | None = None) -> None:
         "summary": summary, "target": target(summary),
         "versions": compare_peers.versions(records), "runs": records,
     }
-    text = markdown(report)
-    print(text)
-    for path, content in ((args.out_json, json.dumps(report, indent=1) + "\n"),
-                          (args.out_md, text)):
-        out = ROOT / path
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(content)
-        print(f"wrote {out}", file=sys.stderr)
+    compare_peers.write_report(report, markdown(report), args.out_json, args.out_md)
 
 
 if __name__ == "__main__":
