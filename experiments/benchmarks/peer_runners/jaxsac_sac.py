@@ -6,9 +6,10 @@ Run with jaxsac's own virtualenv (not .venv-peers), from the repository root:
 
 --api train (the default for one seed): `jaxsac.train(config, progress=False)` is timed
 as a user calls it. The timestamps at every log period's end come from `train`'s
-callback, which runs on the host after each chunk's metrics were fetched (the warm-up
-periods form one chunk, then one period per chunk), so it adds no synchronisation that
-the loop does not already do.
+callback, which runs on the host after each period's metrics were fetched (one period
+per call of the loop), so it adds no synchronisation that the loop does not already do;
+with --stop-at-return the callback also stops the run once the period's evaluation
+reaches that return.
 
 --api make_train (the default for --num-seeds > 1; JAX backend only): the whole run as
 one program, `jax.jit(jax.vmap(jaxsac.make_train(config, period_callback=...)))(split(
@@ -20,6 +21,9 @@ MuJoCo Playground tasks (--env-id playground/<task>, JAX backend) take the commo
 evaluation of those tasks (`common.evaluate_playground`) instead of gymnasium's; the
 flags --normalize-obs, --critic-layer-norm, --target-entropy and --alpha-lr set what the
 comparison with brax's SAC needs, and their defaults leave the other tasks as they were.
+
+--tuned trains jaxsac's tuned example of --env-id (`jaxsac.tuned`) instead of the shared
+settings, with the run's seed, env steps, log period and evaluation episodes.
 """
 
 from __future__ import annotations
