@@ -2,9 +2,10 @@
 count the iteration and its finished episodes, then take the gradient steps due
 (docs/semantics.md, "Training step").
 
-The JAX loop (jaxsac.loop) calls `absorb` once per iteration inside its scan; the
-gymnasium loop (jaxsac.host_loop) calls it for every iteration of a block of host steps
-inside one jitted call.
+The JAX loop (jaxsac.loop) calls `store`, then `learn` or `skip_learning` under a
+`lax.cond` on the iteration's index, once per iteration inside its scan; the gymnasium
+loop (jaxsac.host_loop) calls `absorb` (the same, with a static phase) for every
+iteration of a block of host steps inside one jitted call.
 """
 
 from __future__ import annotations

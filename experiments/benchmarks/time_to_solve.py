@@ -151,9 +151,9 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, An
             runs = sorted((r for r in records
                            if (r["settings"], r["library"]) == (settings, lib)),
                           key=lambda r: r["seed"])
-            ok = [r for r in runs if "error" not in r]
             if not runs:
                 continue
+            ok = [r for r in runs if "error" not in r]
             seconds = [r["solved"]["s_from_launch"] for r in ok]
             steps = [r["solved"]["env_steps"] for r in ok]
             out[settings][lib] = {
