@@ -19,7 +19,7 @@ CI_LEARNING_STEPS = 6_000
 own: RLlib's bars say "within N env steps" and these runs stop earlier and ask for the
 bar there."""
 LONGEST_TESTS = ("test_playground_cartpole_balance_vmapped_seeds_balance",
-                 "test_tuned_pendulum_five_seeds_vmapped_reach_the_bar")
+                 "test_tuned_mountain_car_five_seeds_vmapped_reach_the_goal")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
