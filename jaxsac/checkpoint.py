@@ -35,17 +35,19 @@ import json
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
-import orbax.checkpoint as ocp
 
 from jaxsac import checks, connectors, envs
 from jaxsac.config import SACConfig
 from jaxsac.program import build_program, example_step, host_program, init_state, make_buffer
+
+if TYPE_CHECKING:
+    import orbax.checkpoint as ocp
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -193,7 +195,16 @@ def _check_step(step: Any, caller: str) -> int:
     return int(step)
 
 
+def _orbax():
+    """orbax.checkpoint, imported on first use: `import jaxsac` and runs that never save
+    or restore do not pay for its import (about 0.2 s)."""
+    import orbax.checkpoint
+
+    return orbax.checkpoint
+
+
 def _manager(directory: str, max_to_keep: int | None = None) -> ocp.CheckpointManager:
+    ocp = _orbax()
     if max_to_keep is None:  # reading: creates, deletes and cleans up nothing
         options = ocp.CheckpointManagerOptions(create=False, enable_async_checkpointing=False)
     else:
@@ -273,6 +284,7 @@ def save(directory: str | os.PathLike, train_state: Any, config: SACConfig, step
             if _stored_checksums(manager, directory, step) == checksums:
                 return
             manager.delete(step)
+        ocp = _orbax()
         args = {item: ocp.args.StandardSave(arrays) for item, arrays in items.items()}
         manager.save(step, args=ocp.args.Composite(
             **args, config=ocp.args.JsonSave(config.to_dict()), meta=ocp.args.JsonSave(meta)),
@@ -329,6 +341,7 @@ def _resolve_step(directory: str, step: int | None, caller: str) -> tuple[int, l
 
 def _read_json(manager: ocp.CheckpointManager, directory: str,
                step: int) -> tuple[SACConfig, dict[str, Any]]:
+    ocp = _orbax()
     try:
         stored = manager.restore(step, args=ocp.args.Composite(
             config=ocp.args.JsonRestore(), meta=ocp.args.JsonRestore()))
@@ -465,6 +478,7 @@ def _restore_items(manager: ocp.CheckpointManager, directory: str, step: int,
     targets = {item: {n: _abstract(x) for n, x in arrays.items()}
                for item, arrays in targets.items() if arrays}
     _check_no_empty_files(manager, directory, step, sorted(targets))
+    ocp = _orbax()
     args = {item: ocp.args.PyTreeRestore(
         arrays, restore_args=ocp.checkpoint_utils.construct_restore_args(arrays),
         partial_restore=partial) for item, arrays in targets.items()}
