@@ -21,13 +21,13 @@ def record(returns: list[float], every: int = 500, launch: float = 100.0,
 
 def test_solved_at_is_the_first_evaluation_at_or_above_the_threshold():
     returns = [-1500.0, -900.0, -200.5, -200.0, -150.0, -300.0]
-    solved = time_to_solve.solved_at(record(returns))
+    solved = time_to_solve.solved_at(record(returns), -200.0)
     # Brute force: the first index with a return >= -200, its mark plus the imports.
     k = min(i for i, x in enumerate(returns) if x >= -200.0)
     assert solved["env_steps"] == 500 * (k + 1)
     assert solved["s_from_clock"] == pytest.approx(1.5 * k + 4.0)
     assert solved["s_from_launch"] == pytest.approx(2.5 + 1.5 * k + 4.0)
-    assert time_to_solve.solved_at(record([-1500.0, -201.0])) == {
+    assert time_to_solve.solved_at(record([-1500.0, -201.0]), -200.0) == {
         "env_steps": None, "s_from_launch": None, "s_from_clock": None}
 
 
@@ -74,6 +74,33 @@ def test_each_run_gets_its_settings_the_evaluation_period_and_the_stop(library, 
     if settings == "own":
         expected.update(time_to_solve.OWN[library])
     assert vars(parsed) == expected
+
+
+@pytest.mark.parametrize("settings", time_to_solve.SETTINGS)
+def test_cartpole_runs_get_the_discrete_comparisons_settings(settings):
+    """rejax on CartPole-v1: compare_peers' CartPole settings (rejax's own but for the
+    target entropy), its own 0.7 log|A| with the own settings, evaluation every 1,000
+    env steps and the stop at 475, within 50,000 env steps."""
+    args = time_to_solve.parse_args(["--task", "cartpole"])
+    assert args.libraries == ["jaxsac-jax", "rejax"] and args.total_env_steps == 50_000
+    assert args.out_json == "docs/benchmarks/time_to_solve_cartpole.json"
+    command = compare_peers.runner_command(
+        "rejax", 3, 1, time_to_solve.runner_args(args, "rejax", settings))
+    parsed, _ = common.parser("test").parse_known_args(command[3:])
+    expected = vars(common.parser("test").parse_args([]))
+    expected.update(compare_peers.CARTPOLE, seed=3, total_env_steps=50_000,
+                    learning_starts=1_000, buffer_size=10_000, mark_every=1_000,
+                    stop_at_return=475.0,
+                    target_entropy_scale=0.7 if settings == "own" else 0.5)
+    assert vars(parsed) == expected
+    jaxsac = compare_peers.runner_command(
+        "jaxsac-jax", 3, 1, time_to_solve.runner_args(args, "jaxsac-jax", settings))
+    assert ("--tuned" in jaxsac) == (settings == "own")
+
+
+def test_a_library_outside_the_task_is_refused():
+    with pytest.raises(SystemExit):
+        time_to_solve.parse_args(["--task", "cartpole", "--libraries", "sbx"])
 
 
 def test_rounds_rotate_and_run_every_pair_once_per_seed():

@@ -1,8 +1,13 @@
-"""Time to solve Pendulum-v1: jaxsac against rejax, sbx and stable-baselines3, each with
-its own best-known settings and with the shared settings of the peer comparison.
+"""Time to solve Pendulum-v1 (jaxsac against rejax, sbx and stable-baselines3) and
+CartPole-v1 (discrete SAC, jaxsac against rejax), each library with its own best-known
+settings and with the shared settings of the peer comparison.
 
-    .venv/bin/python -m experiments.benchmarks.time_to_solve [--seeds 0 1 2 3 4]
-    make bench-peers          # runs compare_peers, then this
+    .venv/bin/python -m experiments.benchmarks.time_to_solve [--task cartpole] [--seeds 0 1 2 3 4]
+    make bench-peers          # runs compare_peers, then this for both tasks
+
+The description below is Pendulum-v1's; CartPole-v1 differs in its threshold (475, of
+the most, 500), its evaluation period (1,000 env steps), its budget (50,000 env steps),
+its libraries and its settings (CARTPOLE_OWN; shared: compare_peers --task cartpole).
 
 Solved: the first deterministic in-run evaluation (the mean of 10 episodes) at or above
 -200, every library evaluating every 500 env steps: jaxsac and rejax with their own
@@ -25,12 +30,14 @@ of compare_peers (20,000 env steps, learning starts 1,000, 256x256 ReLU, Adam 3e
 Rounds: round r runs every (library, settings) pair once with seed r, starting one pair
 later than round r - 1, so drift on a noisy machine hits all alike.
 
-Writes docs/benchmarks/time_to_solve.json (every run's record) and .md (the tables).
+Writes docs/benchmarks/time_to_solve.json (every run's record) and .md (the tables);
+CartPole-v1: docs/benchmarks/time_to_solve_cartpole.json and .md.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import math
@@ -43,10 +50,6 @@ from typing import Any
 from experiments.benchmarks import compare_peers
 from experiments.benchmarks.compare_peers import fmt, minus
 
-THRESHOLD = -200.0
-EVAL_EVERY = 500
-LIBRARIES = ("jaxsac-jax", "rejax", "sbx", "sb3")
-
 RL_ZOO_PENDULUM = {
     # RL Zoo's hyperparams/sac.yml, Pendulum-v1: n_timesteps 20,000, learning_rate 1e-3,
     # the rest SB3's defaults (learning starts 100, batch 256, tau 0.005, gamma 0.99,
@@ -55,8 +58,9 @@ RL_ZOO_PENDULUM = {
     "lr": 1e-3, "learning_starts": 100, "buffer_size": 20_000,
 }
 OWN = {
-    # jaxsac's tuned example (jaxsac/tuned/Pendulum-v1.json): 3e-4-scale learning rates per
-    # loss, n-step returns from [2, 4], prioritized replay, learning starts 256.
+    # jaxsac's tuned example (jaxsac/tuned/Pendulum-v1.json): 64x64 networks, learning
+    # rates 1e-3 / 2e-3 / 1e-3, n-step returns from [2, 4], prioritized replay, learning
+    # starts 256.
     "jaxsac-jax": {"tuned": True},
     # rejax's configs/gymnax/pendulum.yaml, sac: swish 64x64 (rejax's default sizes),
     # learning rate 0.01, buffer 10,000, fill_buffer 256, batch 256, polyak 0.98,
@@ -66,37 +70,86 @@ OWN = {
     "sbx": RL_ZOO_PENDULUM,
     "sb3": RL_ZOO_PENDULUM,
 }
+CARTPOLE_OWN = {
+    # jaxsac's tuned example (jaxsac/tuned/CartPole-v1.json): rejax's CartPole setting with
+    # the target entropy 0.5 log|A| and a Polyak update after every gradient step.
+    "jaxsac-jax": {"tuned": True},
+    # rejax's configs/gymnax/cartpole.yaml is the comparison's shared setting but for its
+    # target entropy, 0.7 log|A| (the comparison gives both libraries 0.5).
+    "rejax": {"target_entropy_scale": 0.7},
+}
 SETTINGS = ("own", "shared")
+
+
+@dataclasses.dataclass(frozen=True)
+class SolveTask:
+    """One time-to-solve comparison: its env, libraries, threshold and settings."""
+
+    env_id: str
+    peer_task: str
+    """compare_peers.TASKS key: the shared settings, learning starts and buffer."""
+    libraries: tuple[str, ...]
+    threshold: float
+    eval_every: int
+    total_env_steps: int
+    own: dict[str, dict[str, Any]]
+    out: str
+    """Outputs <out>.json and <out>.md (relative to the repository)."""
+
+
+TASKS = {
+    "pendulum": SolveTask("Pendulum-v1", "pendulum", ("jaxsac-jax", "rejax", "sbx", "sb3"),
+                          threshold=-200.0, eval_every=500, total_env_steps=20_000, own=OWN,
+                          out="docs/benchmarks/time_to_solve"),
+    "cartpole": SolveTask("CartPole-v1", "cartpole", ("jaxsac-jax", "rejax"),
+                          threshold=475.0, eval_every=1_000, total_env_steps=50_000,
+                          own=CARTPOLE_OWN, out="docs/benchmarks/time_to_solve_cartpole"),
+}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--task", choices=list(TASKS), default="pendulum")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4],
                    help="one round per seed; each round runs every (library, settings) once")
-    p.add_argument("--libraries", nargs="+", choices=LIBRARIES, default=list(LIBRARIES))
+    p.add_argument("--libraries", nargs="+", default=None,
+                   help="default: the task's (pendulum: jaxsac-jax rejax sbx sb3; "
+                        "cartpole: jaxsac-jax rejax)")
     p.add_argument("--settings", nargs="+", choices=SETTINGS, default=list(SETTINGS))
-    p.add_argument("--total-env-steps", type=int, default=20_000,
-                   help="every run's budget of env steps")
+    p.add_argument("--total-env-steps", type=int, default=None,
+                   help="every run's budget of env steps (default: the task's, 20,000 for "
+                        "pendulum, 50,000 for cartpole)")
     p.add_argument("--peers-python", default=".venv-peers/bin/python")
     p.add_argument("--jaxsac-python", default=".venv/bin/python")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch intra-op threads of sb3 (0: torch's default)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
-    p.add_argument("--out-json", default="docs/benchmarks/time_to_solve.json")
-    p.add_argument("--out-md", default="docs/benchmarks/time_to_solve.md")
-    return p.parse_args(argv)
+    p.add_argument("--out-json", default=None, help="default: the task's <out>.json")
+    p.add_argument("--out-md", default=None, help="default: the task's <out>.md")
+    args = p.parse_args(argv)
+    task = TASKS[args.task]
+    args.libraries = args.libraries or list(task.libraries)
+    unknown = sorted(set(args.libraries) - set(task.libraries))
+    if unknown:
+        p.error(f"--libraries {' '.join(unknown)}: not in task {args.task!r}; "
+                f"its libraries: {' '.join(task.libraries)}")
+    args.total_env_steps = args.total_env_steps or task.total_env_steps
+    args.out_json = args.out_json or f"{task.out}.json"
+    args.out_md = args.out_md or f"{task.out}.md"
+    return args
 
 
 def runner_args(args: argparse.Namespace, library: str, settings: str) -> argparse.Namespace:
-    """compare_peers.run_one's arguments for one run: the Pendulum-v1 task's shared
-    settings, with `settings`'s overrides, an evaluation every EVAL_EVERY env steps and
-    the stop at THRESHOLD."""
-    task = compare_peers.TASKS["pendulum"]
-    overrides = {**(OWN[library] if settings == "own" else {}),
-                 "mark_every": EVAL_EVERY, "stop_at_return": THRESHOLD}
+    """compare_peers.run_one's arguments for one run: the task's shared settings, with
+    `settings`'s overrides, an evaluation every `eval_every` env steps and the stop at
+    the threshold."""
+    task = TASKS[args.task]
+    shared = compare_peers.TASKS[task.peer_task]
+    overrides = {**(task.own[library] if settings == "own" else {}),
+                 "mark_every": task.eval_every, "stop_at_return": task.threshold}
     return argparse.Namespace(
-        task="pendulum", total_env_steps=args.total_env_steps,
-        learning_starts=task.learning_starts, buffer_size=task.buffer_size,
+        task=task.peer_task, total_env_steps=args.total_env_steps,
+        learning_starts=shared.learning_starts, buffer_size=shared.buffer_size,
         peers_python=args.peers_python, jaxsac_python=args.jaxsac_python,
         torch_threads=args.torch_threads, timeout=args.timeout,
         runner_overrides=overrides)
@@ -112,13 +165,13 @@ def schedule(args: argparse.Namespace) -> list[tuple[str, str, int]]:
     return plan
 
 
-def solved_at(record: dict[str, Any]) -> dict[str, Any]:
-    """When the run first evaluated at or above THRESHOLD: env steps, seconds from the
+def solved_at(record: dict[str, Any], threshold: float) -> dict[str, Any]:
+    """When the run first evaluated at or above `threshold`: env steps, seconds from the
     process's launch and from the clock's start (after imports); None where it never
     did."""
     steps = record.get("own_eval_env_steps", [])
     returns = record.get("own_eval_returns", [[]])[0]
-    step = compare_peers.first_at(steps, returns, THRESHOLD)
+    step = compare_peers.first_at(steps, returns, threshold)
     if step is None:
         return {"env_steps": None, "s_from_launch": None, "s_from_clock": None}
     after_clock = record["marks"][str(step)]
@@ -217,7 +270,15 @@ def tables(report: dict[str, Any]) -> list[str]:
                 f"{fmt(statistics.median(s['import_s']) if s['import_s'] else None)} |")
         lines.append("")
     t = report["target"]
-    if t.get("passed") is not None:
+    if t.get("passed") is not None and report.get("task", "pendulum") != "pendulum":
+        speedup = "—" if t["speedup"] is None else f"{t['speedup']:.2f}×"
+        lines += ["## jaxsac against the fastest peer", "",
+                  f"jaxsac's median with its own settings, {seconds(t['jaxsac_median_s'])} s, "
+                  f"against the best peer's with its own, {t['best_peer']} "
+                  f"{seconds(t['best_peer_median_s'])} s: {speedup}; every jaxsac seed "
+                  f"solves: {'yes' if t['every_jaxsac_seed_solves'] else 'no'}. (The "
+                  "performance issue's 2× target is Pendulum-v1's.)", ""]
+    elif t.get("passed") is not None:
         speedup = "—" if t["speedup"] is None else f"{t['speedup']:.2f}×"
         lines += ["## Target", "",
                   f"jaxsac's median with its own settings, {seconds(t['jaxsac_median_s'])} s, "
@@ -230,23 +291,26 @@ def tables(report: dict[str, Any]) -> list[str]:
 
 
 def markdown(report: dict[str, Any]) -> str:
+    env_id = TASKS[report.get("task", "pendulum")].env_id
+    own = report["own_settings"]
     lines = [
-        "# Time to solve Pendulum-v1: jaxsac and its peers", "",
+        f"# Time to solve {env_id}: jaxsac and its peers", "",
         f"Generated {report['date']} by `{report['command']}`. How it is measured: the "
         "docstring of experiments/benchmarks/time_to_solve.py and "
         "[docs/peers.md](../peers.md#time-to-solve-pendulum-v1).", "",
         compare_peers.machine_line(report), "",
         f"Solved: the first deterministic in-run evaluation (mean of 10 episodes) ≥ "
-        f"{minus(THRESHOLD)}, every library evaluating every {EVAL_EVERY:,} env steps. "
+        f"{minus(report['threshold'])}, every library evaluating every "
+        f"{report['eval_every']:,} env steps. "
         "Seconds: from the launch of the run's fresh process (imports and compilation "
         "included, no compilation cache) to the end of that evaluation. Medians and worst "
         f"over {len(report['seeds'])} seeds, a seed that never solved (within "
         f"{report['total_env_steps']:,} env steps) counting as the slowest.", "",
         *tables(report),
         "## Settings", "",
-        "- own: " + "; ".join(f"{lib}: {json.dumps(OWN[lib])}" for lib in report["libraries"]),
-        "- shared: the Pendulum-v1 comparison's (compare_peers), evaluation every "
-        f"{EVAL_EVERY} env steps", "",
+        "- own: " + "; ".join(f"{lib}: {json.dumps(own[lib])}" for lib in report["libraries"]),
+        f"- shared: the {env_id} comparison's (compare_peers), evaluation every "
+        f"{report['eval_every']} env steps", "",
         "## Versions", "",
     ]
     for lib, v in report["versions"].items():
@@ -261,6 +325,7 @@ def markdown(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    task = TASKS[args.task]
     command = " ".join([".venv/bin/python -m experiments.benchmarks.time_to_solve",
                         *(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))])
     plan = schedule(args)
@@ -275,7 +340,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"    FAILED: {record['error']}\n{record.get('stderr_tail', '')}",
                   file=sys.stderr, flush=True)
         else:
-            record["solved"] = solved_at(record)
+            record["solved"] = solved_at(record, task.threshold)
             print(f"    solved at {steps(record['solved']['env_steps'])} env steps, "
                   f"{seconds(record['solved']['s_from_launch'])} s from launch (compile "
                   f"{fmt(record['compile_s'])} s)", file=sys.stderr, flush=True)
@@ -285,9 +350,10 @@ def main(argv: list[str] | None = None) -> None:
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": command, "machine": compare_peers.machine(),
         "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()],
-        "seeds": args.seeds, "libraries": args.libraries, "settings": args.settings,
-        "total_env_steps": args.total_env_steps, "threshold": THRESHOLD,
-        "eval_every": EVAL_EVERY, "own_settings": OWN,
+        "task": args.task, "seeds": args.seeds, "libraries": args.libraries,
+        "settings": args.settings, "total_env_steps": args.total_env_steps,
+        "threshold": task.threshold, "eval_every": task.eval_every,
+        "own_settings": {lib: task.own[lib] for lib in args.libraries},
         "summary": summary, "target": target(summary),
         "versions": compare_peers.versions(records), "runs": records,
     }
