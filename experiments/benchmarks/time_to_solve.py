@@ -133,7 +133,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if unknown:
         p.error(f"--libraries {' '.join(unknown)}: not in task {args.task!r}; "
                 f"its libraries: {' '.join(task.libraries)}")
-    args.total_env_steps = args.total_env_steps or task.total_env_steps
+    if args.total_env_steps is None:
+        args.total_env_steps = task.total_env_steps
+    elif args.total_env_steps < 1:
+        p.error(f"--total-env-steps {args.total_env_steps}: must be at least 1")
     args.out_json = args.out_json or f"{task.out}.json"
     args.out_md = args.out_md or f"{task.out}.md"
     return args
@@ -270,23 +273,20 @@ def tables(report: dict[str, Any]) -> list[str]:
                 f"{fmt(statistics.median(s['import_s']) if s['import_s'] else None)} |")
         lines.append("")
     t = report["target"]
-    if t.get("passed") is not None and report.get("task", "pendulum") != "pendulum":
+    if t.get("passed") is not None:
         speedup = "—" if t["speedup"] is None else f"{t['speedup']:.2f}×"
-        lines += ["## jaxsac against the fastest peer", "",
-                  f"jaxsac's median with its own settings, {seconds(t['jaxsac_median_s'])} s, "
-                  f"against the best peer's with its own, {t['best_peer']} "
-                  f"{seconds(t['best_peer_median_s'])} s: {speedup}; every jaxsac seed "
-                  f"solves: {'yes' if t['every_jaxsac_seed_solves'] else 'no'}. (The "
-                  "performance issue's 2× target is Pendulum-v1's.)", ""]
-    elif t.get("passed") is not None:
-        speedup = "—" if t["speedup"] is None else f"{t['speedup']:.2f}×"
-        lines += ["## Target", "",
-                  f"jaxsac's median with its own settings, {seconds(t['jaxsac_median_s'])} s, "
-                  f"against the best peer's with its own, {t['best_peer']} "
-                  f"{seconds(t['best_peer_median_s'])} s: {speedup} (target: at least 2×); "
-                  "every jaxsac seed solves: "
-                  f"{'yes' if t['every_jaxsac_seed_solves'] else 'no'}. "
-                  f"Passed: {'yes' if t['passed'] else '**no**'}.", ""]
+        against = (f"jaxsac's median with its own settings, {seconds(t['jaxsac_median_s'])} "
+                   f"s, against the best peer's with its own, {t['best_peer']} "
+                   f"{seconds(t['best_peer_median_s'])} s: {speedup}")
+        solves = "yes" if t["every_jaxsac_seed_solves"] else "no"
+        if report.get("task", "pendulum") == "pendulum":  # the performance issue's bar
+            lines += ["## Target", "",
+                      f"{against} (target: at least 2×); every jaxsac seed solves: {solves}. "
+                      f"Passed: {'yes' if t['passed'] else '**no**'}.", ""]
+        else:
+            lines += ["## jaxsac against the fastest peer", "",
+                      f"{against}; every jaxsac seed solves: {solves}. (The performance "
+                      "issue's 2× target is Pendulum-v1's.)", ""]
     return lines
 
 
