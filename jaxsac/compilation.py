@@ -1,20 +1,54 @@
-"""JAX's persistent compilation cache: compiled programs kept on disk between processes.
+"""Compiled programs kept on disk between processes.
 
     jaxsac.compilation.enable_cache()            # ~/.cache/jaxsac/xla, or $JAXSAC_CACHE_DIR
     jaxsac.compilation.enable_cache("/scratch/xla")
 
-A fresh process that runs a config it ran before then loads its programs instead of
-compiling them (the CLI and `make train` enable it by default). Within one process
-`train` already keeps its compiled programs between calls (jaxsac.loop.jax_loop).
+Two stores in one folder (the CLI and `make train` enable both by default):
+
+- JAX's persistent compilation cache, for every program: a fresh process that runs a
+  config it ran before loads its programs instead of compiling them. JAX finds a
+  program by its lowered module, so the program is still traced and lowered first.
+- `KeptProgram`s, for the programs `train` runs (the initial state and the log period):
+  their executables are kept whole, under a key made without tracing (the program's
+  description, jaxsac's source, the library versions, JAX's settings, the devices and
+  the arguments' types), so a fresh process skips tracing and lowering too.
+
+Within one process `train` already keeps its compiled programs between calls
+(jaxsac.loop.jax_loop). Loading a program runs code from the folder: keep it private,
+as JAX's own cache.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
+import importlib.metadata
 import os
+import pathlib
+import pickle
+import platform
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import jax
+from jax.experimental import serialize_executable
+from jax.experimental.compilation_cache import compilation_cache
+
+from jaxsac import checks
 
 CACHE_VARIABLE = "JAXSAC_CACHE_DIR"
+PROGRAMS_FOLDER = "programs"
+"""The subfolder of the cache directory that holds the `KeptProgram` executables."""
+
+_KEY_FORMAT = "jaxsac-kept-program-1"
+_VERSIONED = ("jax", "jaxlib", "flax", "optax", "chex", "numpy", "ml_dtypes", "gymnasium",
+              "mujoco", "mujoco-mjx", "playground", "brax")
+"""Distributions whose code a program may hold: their versions are part of its key."""
+
+_programs_dir: pathlib.Path | None = None
 
 
 def default_cache_dir() -> str:
@@ -26,11 +60,14 @@ def default_cache_dir() -> str:
 
 
 def enable_cache(directory: str | os.PathLike | None = None,
-                 min_compile_seconds: float = 0.5) -> str:
+                 min_compile_seconds: float = 0.0, keep_programs: bool = True) -> str:
     """Turn on JAX's persistent compilation cache in `directory` (default:
     `default_cache_dir()`) for programs that took at least `min_compile_seconds` to
-    compile. A directory set through JAX_COMPILATION_CACHE_DIR wins. Returns the
+    compile, and (`keep_programs`) the `KeptProgram` store in its subfolder
+    PROGRAMS_FOLDER. A directory set through JAX_COMPILATION_CACHE_DIR wins. Returns the
     directory used."""
+    global _programs_dir
+    checks.check_bool("enable_cache", "keep_programs", keep_programs)
     directory = os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.fspath(
         directory if directory is not None else default_cache_dir())
     if not directory:
@@ -38,4 +75,130 @@ def enable_cache(directory: str | os.PathLike | None = None,
     os.makedirs(directory, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", directory)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_seconds))
+    _programs_dir = pathlib.Path(directory, PROGRAMS_FOLDER) if keep_programs else None
     return directory
+
+
+class KeptProgram:
+    """`jitted(*args)`, with its executable kept in the store `enable_cache` turned on.
+
+    jitted: a `jax.jit`-wrapped function. description: everything, besides jaxsac's
+    source and the environment (`_environment`), that decides the program `jitted`
+    traces to (for `train`'s programs: the config, the number of seeds and the mesh).
+    devices: the devices the program runs on (a loaded executable is bound to them).
+    An executable is stored under a hash of both and of the arguments' tree, shapes,
+    dtypes and shardings, so any change of these compiles anew. Without the store this
+    is `jitted` itself. Either way each signature is compiled or loaded once per object.
+    """
+
+    def __init__(self, jitted: Callable, name: str, description: str,
+                 devices: Sequence[jax.Device]):
+        self.jitted, self.name, self.description = jitted, name, description
+        self.devices = list(devices)
+        self._compiled: dict[str, Any] = {}
+
+    def __call__(self, *args: Any) -> Any:
+        if _programs_dir is None:
+            return self.jitted(*args)
+        signature = _signature(args)
+        compiled = self._compiled.get(signature)
+        if compiled is None:
+            compiled = self._compiled[signature] = self._load_or_compile(args, signature)
+        return compiled(*args)
+
+    def key(self, signature: str) -> str:
+        parts = (_KEY_FORMAT, self.name, self.description, repr(self.devices),
+                 _environment(), _jax_settings(), signature)
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+    def _load_or_compile(self, args: tuple, signature: str):
+        path = _programs_dir / f"{self.name}-{self.key(signature)}.pkl"
+        if path.exists():
+            try:
+                with open(path, "rb") as file:
+                    payload, in_tree, out_tree = pickle.load(file)
+                return serialize_executable.deserialize_and_load(
+                    payload, in_tree, out_tree, execution_devices=self.devices)
+            except Exception as error:  # a damaged or foreign file: compile and replace it
+                warnings.warn(f"KeptProgram {self.name!r}: could not load {path} ({error!r}); "
+                              "compiling it again", stacklevel=3)
+        with _without_jax_cache():
+            compiled = self.jitted.lower(*args).compile()
+        _store(compiled, path)
+        return compiled
+
+
+@contextlib.contextmanager
+def _without_jax_cache() -> Iterator[None]:
+    """JAX's persistent cache off for a compilation. An executable JAX loaded from its
+    cache cannot be serialized again on the CPU (its re-serialization fails when run),
+    so a kept program is always compiled afresh."""
+    enabled = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", enabled)
+        compilation_cache.reset_cache()
+
+
+def _store(compiled: Any, path: pathlib.Path) -> None:
+    """Write the executable atomically (a temporary file renamed over `path`); a program
+    that cannot be serialized is not stored."""
+    try:
+        payload, in_tree, out_tree = serialize_executable.serialize(compiled)
+    except (ValueError, NotImplementedError):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as file:
+        pickle.dump((payload, in_tree, out_tree), file)
+    os.replace(file.name, path)
+
+
+def _signature(args: tuple) -> str:
+    """The arguments' tree and each leaf's shape, dtype, weak type and sharding."""
+    leaves, tree = jax.tree.flatten(args)
+    described = [(aval.shape, str(aval.dtype), aval.weak_type,
+                  str(getattr(leaf, "sharding", None)))
+                 for leaf in leaves for aval in [jax.typeof(leaf)]]
+    return f"{tree}{described}"
+
+
+def _jax_settings() -> str:
+    """JAX's settings that can change a traced program (not logging or cache places)."""
+    return repr(sorted((name, repr(value)) for name, value in jax.config.values.items()
+                       if "cache" not in name and "log" not in name))
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> str:
+    """jaxsac's source, the library versions, XLA's flags, the backend and the CPU."""
+    package = pathlib.Path(__file__).parent
+    source = hashlib.sha256()
+    for path in sorted(package.rglob("*")):
+        if path.suffix in (".py", ".json"):
+            source.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    devices = jax.devices()
+    parts = [source.hexdigest(), repr([(name, _version(name)) for name in _VERSIONED]),
+             os.environ.get("XLA_FLAGS", ""), devices[0].client.platform,
+             devices[0].client.platform_version, repr([d.device_kind for d in devices]),
+             f"{jax.process_index()} of {jax.process_count()}", platform.machine(),
+             _cpu_flags()]
+    return "\0".join(parts)
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def _cpu_flags() -> str:
+    """The host CPU's feature flags (XLA compiles CPU code for them), where Linux says."""
+    try:
+        with open("/proc/cpuinfo") as file:
+            return next((line for line in file if line.startswith("flags")), "")
+    except OSError:
+        return platform.processor()

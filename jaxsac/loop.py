@@ -18,7 +18,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxsac import checks, sharding
+from jaxsac import checks, compilation, sharding
 from jaxsac.config import SACConfig
 from jaxsac.evaluation import evaluate_returns
 from jaxsac.iteration import learn, skip_learning, store
@@ -180,17 +180,26 @@ class JaxLoop:
     The period program takes its hyperparameters from `program.config` (so a resumed
     run uses the requested ones), as constants, as make_train's program does. Each is
     jitted once per JaxLoop; `jax_loop` keeps JaxLoops between calls, so a repeated
-    `train` of the same config compiles nothing.
+    `train` of the same config compiles nothing. Both are `compilation.KeptProgram`s on
+    the mesh's devices, described by `description` (what else decides them besides the
+    source: the config, the seeds and the mesh's shape), so with
+    `compilation.enable_cache` a fresh process loads them without tracing.
     """
 
     donates_state = False
     env_restarts = 0  # JAX envs do not fail
 
-    def __init__(self, program: Program, num_seeds: int):
+    def __init__(self, program: Program, num_seeds: int, mesh: jax.sharding.Mesh,
+                 description: str):
         self.program, self.num_seeds = program, num_seeds
         self._hparams = Hyperparams.from_config(program.config)
-        self._period = jax.jit(self._over_seeds(self._one_period, in_axes=(0, None)))
-        self._init = jax.jit(jax.vmap(self._initial) if num_seeds > 1 else self._initial)
+        devices = list(mesh.devices.flat)
+        self._period = compilation.KeptProgram(
+            jax.jit(self._over_seeds(self._one_period, in_axes=(0, None))), "period",
+            description, devices)
+        self._init = compilation.KeptProgram(
+            jax.jit(jax.vmap(self._initial) if num_seeds > 1 else self._initial), "initial",
+            description, devices)
 
     def _over_seeds(self, f: Callable, in_axes: Any = 0) -> Callable:
         # Metrics come back [periods, seeds, ...], one row per log period.
@@ -228,4 +237,6 @@ def jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh) -> JaxL
 
 @functools.lru_cache(maxsize=16)
 def _cached_jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh) -> JaxLoop:
-    return JaxLoop(build_program(config, placement=sharding.placement(mesh)), num_seeds)
+    description = repr((config, num_seeds, mesh.axis_names, mesh.devices.shape))
+    return JaxLoop(build_program(config, placement=sharding.placement(mesh)), num_seeds,
+                   mesh, description)

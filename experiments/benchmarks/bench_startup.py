@@ -7,12 +7,13 @@ The run is the issue's short one: Pendulum-v1, 1,000 env steps, learning starts 
 log periods of 500 env steps (the first period is all warm-up, the second takes the
 first gradient steps), 10 evaluation episodes per period, the default networks.
 
-- cold: a fresh process with an empty persistent compilation cache;
-- warm: a fresh process again, with the cache the cold run filled (what the CLI and
-  `make train` do by default, jaxsac.compilation);
+- cold: a fresh process with an empty cache folder (`jaxsac.compilation.enable_cache`:
+  JAX's persistent compilation cache and the kept programs of `train`);
+- warm: a fresh process again, with the folder the cold run filled (what the CLI and
+  `make train` do by default);
 - repeated: the same config again in the same process (`train` keeps its compiled
-  programs, jaxsac.loop.jax_loop), against one jitted `make_train` program of the same
-  config run again in that process.
+  programs, jaxsac.loop.jax_loop), alternating with one jitted `make_train` program of
+  the same config run again in that process.
 
 Each fresh process reports, from its first line (before `import jax`): the imports,
 the end of the first log period (first env steps logged), the end of the second (first
@@ -68,12 +69,11 @@ def child(cache_dir: str, repeats: int) -> dict:
         jax.block_until_ready(fn())
         return round(time.perf_counter() - begin, 3)
 
-    record["repeated_train_s"] = [timed(lambda: jaxsac.train(config, progress=False).state)
-                                  for _ in range(repeats)]
     program = jax.jit(jaxsac.make_train(config))
     record["make_train_first_s"] = timed(lambda: program(jax.random.key(0)))
-    record["make_train_s"] = [timed(lambda: program(jax.random.key(0)))
-                              for _ in range(repeats)]
+    pairs = [(timed(lambda: jaxsac.train(config, progress=False).state),
+              timed(lambda: program(jax.random.key(0)))) for _ in range(repeats)]
+    record["repeated_train_s"], record["make_train_s"] = map(list, zip(*pairs, strict=True))
     return record
 
 
@@ -84,7 +84,8 @@ def rejax_child(cache_dir: str, repeats: int) -> dict:
     from rejax import SAC
 
     jax.config.update("jax_compilation_cache_dir", cache_dir)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    # Every program cached, as jaxsac.compilation.enable_cache does by default.
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     record = {"imports_s": since_start()}
     algo = SAC.create(env=CONFIG["env_id"], total_timesteps=CONFIG["total_env_steps"],
                       fill_buffer=CONFIG["learning_starts"], eval_freq=CONFIG["log_every"],
