@@ -144,16 +144,25 @@ def _without_jax_cache() -> Iterator[None]:
 
 
 def _store(compiled: Any, path: pathlib.Path) -> None:
-    """Write the executable atomically (a temporary file renamed over `path`); a program
-    that cannot be serialized is not stored."""
+    """Write the executable atomically (a temporary file renamed over `path`). A program
+    that cannot be serialized is not stored; a folder that cannot be written to gives a
+    warning, and the run goes on."""
     try:
         payload, in_tree, out_tree = serialize_executable.serialize(compiled)
     except (ValueError, NotImplementedError):
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as file:
-        pickle.dump((payload, in_tree, out_tree), file)
-    os.replace(file.name, path)
+    temporary = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as file:
+            temporary = file.name
+            pickle.dump((payload, in_tree, out_tree), file)
+        os.replace(temporary, path)
+    except OSError as error:
+        warnings.warn(f"KeptProgram: could not write {path} ({error!r}); the program is "
+                      "compiled again in the next process", stacklevel=4)
+        if temporary is not None and os.path.exists(temporary):
+            os.remove(temporary)
 
 
 def _signature(args: tuple) -> str:

@@ -192,3 +192,14 @@ def test_kept_programs_load_onto_their_mesh_devices(tmp_path, num_envs):
     warm = run_train_child(tmp_path, num_envs, num_seeds=1, devices=4)
     assert warm["traces"] == {"period": 0, "initial": 0}
     assert cold["digest"] == warm["digest"]
+
+
+def test_a_folder_that_cannot_be_written_warns_and_the_program_still_runs(monkeypatch,
+                                                                          tmp_path):
+    blocked = tmp_path / "a file, not a folder"
+    blocked.write_text("")
+    monkeypatch.setattr(compilation, "_programs_dir", blocked / "programs")
+    with pytest.warns(UserWarning, match="could not write"):
+        out, _ = compilation.KeptProgram(jax.jit(counted([])), "f", "w", DEVICES)(
+            jnp.ones((2, 4)), jnp.float32(1.0))
+    np.testing.assert_allclose(out, np.tanh(np.full((2, 2), 4.0)), rtol=1e-6)
