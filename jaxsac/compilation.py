@@ -11,7 +11,9 @@ Two stores in one folder (the CLI and `make train` enable both by default):
 - `KeptProgram`s, for the programs `train` runs (the initial state and the log period):
   their executables are kept whole, under a key made without tracing (the program's
   description, jaxsac's source, the library versions, JAX's settings, the devices and
-  the arguments' types), so a fresh process skips tracing and lowering too.
+  the arguments' types), so a fresh process skips tracing and lowering too. A program
+  that calls custom-call kernels (LAPACK's, in MuJoCo Playground's physics) is not
+  kept: it goes through JAX's cache.
 
 Within one process `train` already keeps its compiled programs between calls
 (jaxsac.loop.jax_loop). Loading a program runs code from the folder: keep it private,
@@ -28,6 +30,7 @@ import os
 import pathlib
 import pickle
 import platform
+import re
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -47,6 +50,9 @@ _KEY_FORMAT = "jaxsac-kept-program-1"
 _VERSIONED = ("jax", "jaxlib", "flax", "optax", "chex", "numpy", "ml_dtypes", "gymnasium",
               "mujoco", "mujoco-mjx", "playground", "brax")
 """Distributions whose code a program may hold: their versions are part of its key."""
+
+_SHARDING_ANNOTATIONS = {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"}
+"""Custom calls that only annotate shardings: the partitioner removes them."""
 
 _programs_dir: pathlib.Path | None = None
 
@@ -122,10 +128,22 @@ class KeptProgram:
             except Exception as error:  # a damaged or foreign file: compile and replace it
                 warnings.warn(f"KeptProgram {self.name!r}: could not load {path} ({error!r}); "
                               "compiling it again", stacklevel=3)
+        lowered = self.jitted.lower(*args)
+        if _foreign_calls(lowered.as_text()):
+            return lowered.compile()  # not kept: JAX's cache stores it safely
         with _without_jax_cache():
-            compiled = self.jitted.lower(*args).compile()
+            compiled = lowered.compile()
         _store(compiled, path)
         return compiled
+
+
+def _foreign_calls(module_text: str) -> set[str]:
+    """The custom-call targets of a lowered module (e.g. LAPACK's, under
+    `jnp.linalg.cholesky`) other than the partitioner's sharding annotations. An executable
+    that calls them crashes when loaded by `serialize_executable` on the CPU, so such a
+    program is not kept (it goes through JAX's cache, which loads it correctly)."""
+    targets = set(re.findall(r"custom_call @([\w.]+)", module_text))
+    return targets - _SHARDING_ANNOTATIONS
 
 
 @contextlib.contextmanager

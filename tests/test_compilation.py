@@ -203,3 +203,29 @@ def test_a_folder_that_cannot_be_written_warns_and_the_program_still_runs(monkey
         out, _ = compilation.KeptProgram(jax.jit(counted([])), "f", "w", DEVICES)(
             jnp.ones((2, 4)), jnp.float32(1.0))
     np.testing.assert_allclose(out, np.tanh(np.full((2, 2), 4.0)), rtol=1e-6)
+
+
+CHOLESKY_CHILD = """
+import sys, jax, jax.numpy as jnp
+from jaxsac import compilation
+compilation.enable_cache(sys.argv[1])
+program = compilation.KeptProgram(
+    jax.jit(lambda x: jnp.linalg.cholesky(x @ x.T + 3.0 * jnp.eye(4))), "cholesky", "c",
+    jax.devices()[:1])
+print(float(program(jnp.arange(16.0).reshape(4, 4) / 10)[3, 3]))
+"""
+
+
+def test_a_program_with_custom_calls_is_left_to_jax_s_cache(tmp_path):
+    """LAPACK's Cholesky is a custom call: such an executable, loaded from a kept file,
+    crashed the process. It is not kept, and a second process still computes it."""
+    x = np.arange(16.0).reshape(4, 4) / 10
+    expected = np.linalg.cholesky(x @ x.T + 3.0 * np.eye(4))[3, 3]
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", CHOLESKY_CHILD, str(tmp_path)],
+                              capture_output=True, text=True, timeout=300, env=child_env())
+        assert done.returncode == 0, done.stderr[-2000:]
+        np.testing.assert_allclose(float(done.stdout.split()[-1]), expected, rtol=1e-5)
+    assert not (tmp_path / compilation.PROGRAMS_FOLDER).exists()
+    assert compilation._foreign_calls(
+        jax.jit(jnp.linalg.cholesky).lower(jnp.eye(3)).as_text()) == {"lapack_spotrf_ffi"}
