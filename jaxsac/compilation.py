@@ -17,7 +17,8 @@ Two stores in one folder (the CLI and `make train` enable both by default):
 
 Within one process `train` already keeps its compiled programs between calls
 (jaxsac.loop.jax_loop). Loading a program runs code from the folder: keep it private,
-as JAX's own cache.
+as JAX's own cache. Nothing is evicted (a few MB per config and jaxsac version): delete
+the folder to reclaim the space.
 """
 
 from __future__ import annotations
