@@ -11,9 +11,10 @@ Two stores in one folder (the CLI and `make train` enable both by default):
 - `KeptProgram`s, for the programs `train` runs (the initial state and the log period):
   their executables are kept whole, under a key made without tracing (the program's
   description, jaxsac's source, the library versions, JAX's settings, the devices and
-  the arguments' types), so a fresh process skips tracing and lowering too. A program
-  that calls custom-call kernels (LAPACK's, in MuJoCo Playground's physics) is not
-  kept: it goes through JAX's cache.
+  the arguments' types), so a fresh process skips tracing and lowering too. Not kept,
+  so only in JAX's cache: a program that calls custom-call kernels (LAPACK's, in MuJoCo
+  Playground's physics), and one whose env code is not jaxsac's (a Playground task, a
+  class added to `jaxsac.envs.JAX_ENVS`), which could change under the same key.
 
 Within one process `train` already keeps its compiled programs between calls
 (jaxsac.loop.jax_loop). Loading a program runs code from the folder: keep it private,
@@ -91,21 +92,22 @@ class KeptProgram:
 
     jitted: a `jax.jit`-wrapped function. description: everything, besides jaxsac's
     source and the environment (`_environment`), that decides the program `jitted`
-    traces to (for `train`'s programs: the config, the number of seeds and the mesh).
+    traces to (for `train`'s programs: the config, the number of seeds and the mesh);
+    None where that cannot be said (code from outside jaxsac): never stored.
     devices: the devices the program runs on (a loaded executable is bound to them).
     An executable is stored under a hash of both and of the arguments' tree, shapes,
     dtypes and shardings, so any change of these compiles anew. Without the store this
     is `jitted` itself. Either way each signature is compiled or loaded once per object.
     """
 
-    def __init__(self, jitted: Callable, name: str, description: str,
+    def __init__(self, jitted: Callable, name: str, description: str | None,
                  devices: Sequence[jax.Device]):
         self.jitted, self.name, self.description = jitted, name, description
         self.devices = list(devices)
         self._compiled: dict[str, Any] = {}
 
     def __call__(self, *args: Any) -> Any:
-        if _programs_dir is None:
+        if _programs_dir is None or self.description is None:
             return self.jitted(*args)
         signature = _signature(args)
         compiled = self._compiled.get(signature)

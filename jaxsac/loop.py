@@ -18,7 +18,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxsac import checks, compilation, sharding
+from jaxsac import checks, compilation, envs, sharding
 from jaxsac.config import SACConfig
 from jaxsac.evaluation import evaluate_returns
 from jaxsac.iteration import learn, skip_learning, store
@@ -182,15 +182,16 @@ class JaxLoop:
     jitted once per JaxLoop; `jax_loop` keeps JaxLoops between calls, so a repeated
     `train` of the same config compiles nothing. Both are `compilation.KeptProgram`s on
     the mesh's devices, described by `description` (what else decides them besides the
-    source: the config, the seeds and the mesh's shape), so with
-    `compilation.enable_cache` a fresh process loads them without tracing.
+    source: the config, the seeds and the mesh's shape; None for an env whose code is
+    not jaxsac's), so with `compilation.enable_cache` a fresh process loads them without
+    tracing.
     """
 
     donates_state = False
     env_restarts = 0  # JAX envs do not fail
 
     def __init__(self, program: Program, num_seeds: int, mesh: jax.sharding.Mesh,
-                 description: str):
+                 description: str | None):
         self.program, self.num_seeds = program, num_seeds
         self._hparams = Hyperparams.from_config(program.config)
         devices = list(mesh.devices.flat)
@@ -237,6 +238,8 @@ def jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh) -> JaxL
 
 @functools.lru_cache(maxsize=16)
 def _cached_jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh) -> JaxLoop:
-    description = repr((config, num_seeds, mesh.axis_names, mesh.devices.shape))
+    # An env whose code is not jaxsac's could change under the same config: not kept.
+    description = repr((config, num_seeds, mesh.axis_names, mesh.devices.shape)) \
+        if envs.is_jaxsac_code(config.env_id) else None
     return JaxLoop(build_program(config, placement=sharding.placement(mesh)), num_seeds,
                    mesh, description)

@@ -14,7 +14,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxsac import compilation
+from jaxsac import compilation, envs, sharding
+from jaxsac.config import SACConfig
+from jaxsac.envs import Pendulum
+from jaxsac.loop import jax_loop
 
 CHILD = """
 import sys, jax, jax.numpy as jnp
@@ -229,3 +232,25 @@ def test_a_program_with_custom_calls_is_left_to_jax_s_cache(tmp_path):
     assert not (tmp_path / compilation.PROGRAMS_FOLDER).exists()
     assert compilation._foreign_calls(
         jax.jit(jnp.linalg.cholesky).lower(jnp.eye(3)).as_text()) == {"lapack_spotrf_ffi"}
+
+
+class OutsidePendulum(Pendulum):
+    """A JAX env whose code is outside jaxsac (it could change under the same config)."""
+
+
+def test_only_envs_of_jaxsac_s_own_code_have_their_programs_kept(monkeypatch, store):
+    monkeypatch.setitem(envs.JAX_ENVS, "jaxsac_test/OutsidePendulum-v0", (OutsidePendulum, 200))
+    assert envs.is_jaxsac_code("Pendulum-v1") and envs.is_jaxsac_code("MultiAgentPendulum-v1")
+    assert not envs.is_jaxsac_code("jaxsac_test/OutsidePendulum-v0")
+    assert not envs.is_jaxsac_code("playground/CartpoleBalance")
+    assert not envs.is_jaxsac_code("HalfCheetah-v5")
+    tiny = dict(total_env_steps=100, learning_starts=50, log_every=50, hidden_sizes=(8,),
+                batch_size=8, eval_episodes=1)
+    outside = SACConfig(env_id="jaxsac_test/OutsidePendulum-v0", **tiny)
+    mesh = sharding.check_mesh(None, "test", outside)
+    loop = jax_loop(outside, 1, mesh)
+    loop.init(jax.random.key(0))
+    assert loop._init.description is None and not any(store.iterdir())
+    own = jax_loop(SACConfig(env_id="Pendulum-v1", **tiny), 1, mesh)
+    own.init(jax.random.key(0))
+    assert own._init.description is not None and len(list(store.iterdir())) == 1

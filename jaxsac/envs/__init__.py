@@ -84,6 +84,13 @@ def max_episode_steps(env_id: str) -> int | None:
         return None
 
 
+def is_jaxsac_code(env_id: str) -> bool:
+    """Whether `env_id`'s JAX env is one jaxsac defines, so its code is jaxsac's own: not
+    a Playground task, nor a class added to JAX_ENVS or MULTI_AGENT_ENVS from outside."""
+    constructor = JAX_ENVS[env_id][0] if env_id in JAX_ENVS else MULTI_AGENT_ENVS.get(env_id)
+    return constructor is not None and constructor.__module__.startswith("jaxsac.")
+
+
 def is_multi_agent(env_id: str) -> bool:
     """Whether `env_id` is a multi-agent env (leading agent axis; JAX only)."""
     return env_id in MULTI_AGENT_ENVS
@@ -179,6 +186,7 @@ __all__ = [
     "check_playground_installed",
     "gym_env_factory",
     "has_jax_env",
+    "is_jaxsac_code",
     "is_multi_agent",
     "is_playground",
     "make",
