@@ -35,12 +35,14 @@ test-learning: $(STAMP)
 	$(PY) -m pytest -m learning --full-learning $(PYTEST_ARGS)
 
 # Side-by-side comparison with stable-baselines3, sbx and rejax (their own .venv-peers):
-# speed and returns, then the time each takes to solve Pendulum-v1 and CartPole-v1.
+# speed and returns, then the time each takes to solve Pendulum-v1, CartPole-v1 and
+# MuJoCo Playground's CartpoleBalance (against brax's SAC).
 bench-peers: $(STAMP)
 	bash experiments/benchmarks/setup_peers.sh
 	$(PY) -m experiments.benchmarks.compare_peers $(PEERS_ARGS)
 	$(PY) -m experiments.benchmarks.time_to_solve $(SOLVE_ARGS)
 	$(PY) -m experiments.benchmarks.time_to_solve --task cartpole $(SOLVE_ARGS)
+	$(PY) -m experiments.benchmarks.time_to_solve --task cartpole_balance $(SOLVE_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-peers runs .pytest_cache .ruff_cache .hypothesis

@@ -98,6 +98,53 @@ def test_cartpole_runs_get_the_discrete_comparisons_settings(settings):
     assert ("--tuned" in jaxsac) == (settings == "own")
 
 
+@pytest.mark.parametrize("settings", time_to_solve.SETTINGS)
+def test_cartpole_balance_runs_get_their_settings_and_brax_its_playground_config(settings):
+    """CartpoleBalance within 40,960 env steps, evaluated every 2,048, stopping at 900.
+    Shared: both libraries the 4-env CPU config, jaxsac with brax's fixed alpha settings
+    and 1-step returns. Own: jaxsac its learning test's config, brax Playground's."""
+    from tests.test_learning import cartpole_balance_small
+
+    args = time_to_solve.parse_args(["--task", "cartpole_balance"])
+    assert args.libraries == ["jaxsac-jax", "brax"] and args.total_env_steps == 40_960
+    assert args.out_json == "docs/benchmarks/time_to_solve_cartpole_balance.json"
+    protocol = dict(seed=3, total_env_steps=40_960, mark_every=2_048, stop_at_return=900.0,
+                    eval_episodes=10, env_id="playground/CartpoleBalance", gamma=0.99,
+                    tau=0.005, activation="relu")
+    small = cartpole_balance_small(40_960)
+    cpu_config = dict(num_envs=small.num_envs, utd_ratio=small.utd_ratio,
+                      batch_size=small.batch_size, hidden=list(small.hidden_sizes),
+                      lr=small.critic_lr, learning_starts=small.learning_starts,
+                      buffer_size=small.buffer_capacity, normalize_obs=False,
+                      critic_layer_norm=True)
+    playground = dict(num_envs=128, utd_ratio=8 / 128, batch_size=512, hidden=[256, 256],
+                      lr=1e-3, learning_starts=8_192, buffer_size=163_840,
+                      normalize_obs=True, critic_layer_norm=True)
+
+    def parsed(library: str) -> dict:
+        command = compare_peers.runner_command(
+            library, 3, 1, time_to_solve.runner_args(args, library, settings))
+        p = common.parser("test")
+        p.add_argument("--critic-layer-norm", action="store_true")
+        if library == "jaxsac-jax":
+            for flag in ("--alpha-lr", "--target-entropy"):
+                p.add_argument(flag, type=float)
+            p.add_argument("--n-step", type=int, default=1)
+            p.add_argument("--backend")
+        return vars(p.parse_args(command[3:]))
+
+    expected = vars(common.parser("test").parse_args([]))
+    brax = {**expected, **protocol, **(playground if settings == "own" else cpu_config),
+            "critic_layer_norm": True}
+    assert parsed("brax") == brax
+    jaxsac = {**expected, **protocol, **cpu_config, "backend": "jax"}
+    if settings == "own":  # the learning test's config
+        jaxsac.update(alpha_lr=small.alpha_lr, target_entropy=-1.0, n_step=small.n_step)
+    else:  # brax's fixed alpha settings, 1-step returns
+        jaxsac.update(alpha_lr=3e-4, target_entropy=-0.5, n_step=1)
+    assert parsed("jaxsac-jax") == jaxsac
+
+
 def test_a_library_outside_the_task_is_refused():
     with pytest.raises(SystemExit):
         time_to_solve.parse_args(["--task", "cartpole", "--libraries", "sbx"])

@@ -165,9 +165,8 @@ def runner_command(library: str, seed: int, num_seeds: int,
     _, module, extra = LIBRARIES[library]
     if library == "sb3":
         extra = [*extra, "--torch-threads", str(args.torch_threads)]
-    if module == "jaxsac_sac":
-        extra = [*extra, *flags(task.jaxsac_settings)]
-    settings = {**task.runner_settings, **getattr(args, "runner_overrides", {})}
+    jaxsac = task.jaxsac_settings if module == "jaxsac_sac" else {}
+    settings = {**task.runner_settings, **jaxsac, **getattr(args, "runner_overrides", {})}
     return [python_for(library, args), "-m", f"experiments.benchmarks.peer_runners.{module}",
             *extra, "--seed", str(seed), "--num-seeds", str(num_seeds),
             "--total-env-steps", str(args.total_env_steps),

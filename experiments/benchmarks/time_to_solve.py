@@ -1,13 +1,22 @@
-"""Time to solve Pendulum-v1 (jaxsac against rejax, sbx and stable-baselines3) and
-CartPole-v1 (discrete SAC, jaxsac against rejax), each library with its own best-known
-settings and with the shared settings of the peer comparison.
+"""Time to solve Pendulum-v1 (jaxsac against rejax, sbx and stable-baselines3),
+CartPole-v1 (discrete SAC, jaxsac against rejax) and MuJoCo Playground's CartpoleBalance
+(jaxsac against brax's SAC), each library with its own best-known settings and with
+shared settings.
 
     .venv/bin/python -m experiments.benchmarks.time_to_solve [--task cartpole] [--seeds 0 1 2 3 4]
-    make bench-peers          # runs compare_peers, then this for both tasks
+    make bench-peers          # runs compare_peers, then this for every task
 
 The description below is Pendulum-v1's; CartPole-v1 differs in its threshold (475, of
 the most, 500), its evaluation period (1,000 env steps), its budget (50,000 env steps),
 its libraries and its settings (CARTPOLE_OWN; shared: compare_peers --task cartpole).
+CartpoleBalance (--task cartpole_balance) differs in its threshold (900, of the most,
+1,000), its evaluation period (2,048 env steps), its budget (40,960 env steps), its
+libraries and its settings: CARTPOLE_BALANCE_SHARED, a 4-env config sized for 2 CPU
+cores with brax's fixed alpha settings and 1-step returns for both, and
+CARTPOLE_BALANCE_OWN: jaxsac's CPU-sized config (tests/test_learning.py) and
+Playground's own brax SAC config (compare_peers --task cartpole_balance), which is sized
+for an accelerator. brax's SAC cannot stop mid-run: like rejax's, its run goes on to the
+budget, which does not change its timestamps.
 
 Solved: the first deterministic in-run evaluation (the mean of 10 episodes) at or above
 -200, every library evaluating every 500 env steps: jaxsac and rejax with their own
@@ -31,7 +40,8 @@ Rounds: round r runs every (library, settings) pair once with seed r, starting o
 later than round r - 1, so drift on a noisy machine hits all alike.
 
 Writes docs/benchmarks/time_to_solve.json (every run's record) and .md (the tables);
-CartPole-v1: docs/benchmarks/time_to_solve_cartpole.json and .md.
+CartPole-v1: docs/benchmarks/time_to_solve_cartpole.json and .md; CartpoleBalance:
+docs/benchmarks/time_to_solve_cartpole_balance.json and .md.
 """
 
 from __future__ import annotations
@@ -78,6 +88,27 @@ CARTPOLE_OWN = {
     # target entropy, 0.7 log|A| (the comparison gives both libraries 0.5).
     "rejax": {"target_entropy_scale": 0.7},
 }
+CARTPOLE_BALANCE_SHARED = {
+    # A config both libraries run on 2 CPU cores within minutes: 4 envs, one gradient step
+    # per env step (4 per iteration), batch 256, 128x128 ReLU networks, learning rate
+    # 1e-3, LayerNorm critics, raw observations, 2,048 warm-up steps, a buffer of 32,768;
+    # discount and tau as Playground's. alpha as brax fixes it (Adam 3e-4, target -0.5,
+    # compare_peers.CARTPOLE_BALANCE_JAXSAC gives jaxsac the same) and 1-step returns.
+    "num_envs": 4, "utd_ratio": 1.0, "batch_size": 256, "hidden": [128, 128], "lr": 1e-3,
+    "normalize_obs": False, "learning_starts": 2_048, "buffer_size": 32_768,
+}
+CARTPOLE_BALANCE_OWN = {
+    # jaxsac's CPU-sized CartpoleBalance config (tests/test_learning.py,
+    # cartpole_balance_small): the shared one with alpha's learning rate 1e-3, the target
+    # entropy -|A| and 3-step returns. (jaxsac/tuned/playground/CartpoleBalance.json is
+    # Playground's accelerator-sized setting, brax's below.)
+    "jaxsac-jax": {**CARTPOLE_BALANCE_SHARED, "alpha_lr": 1e-3, "target_entropy": -1.0,
+                   "n_step": 3},
+    # Playground's brax SAC config for the dm_control suite, as compare_peers runs it
+    # (128 envs, batch 512, 8 gradient steps per iteration, 256x256, normalized
+    # observations, 8,192 warm-up steps); its 5M env steps are cut to the budget.
+    "brax": {},
+}
 SETTINGS = ("own", "shared")
 
 
@@ -93,8 +124,12 @@ class SolveTask:
     eval_every: int
     total_env_steps: int
     own: dict[str, dict[str, Any]]
+    """Each library's own settings: overrides of the peer task's runner settings."""
     out: str
     """Outputs <out>.json and <out>.md (relative to the repository)."""
+    shared: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The shared settings: overrides of the peer task's runner settings (none: the peer
+    comparison's own)."""
 
 
 TASKS = {
@@ -104,6 +139,10 @@ TASKS = {
     "cartpole": SolveTask("CartPole-v1", "cartpole", ("jaxsac-jax", "rejax"),
                           threshold=475.0, eval_every=1_000, total_env_steps=50_000,
                           own=CARTPOLE_OWN, out="docs/benchmarks/time_to_solve_cartpole"),
+    "cartpole_balance": SolveTask(
+        "playground/CartpoleBalance", "cartpole_balance", ("jaxsac-jax", "brax"),
+        threshold=900.0, eval_every=2_048, total_env_steps=40_960, own=CARTPOLE_BALANCE_OWN,
+        shared=CARTPOLE_BALANCE_SHARED, out="docs/benchmarks/time_to_solve_cartpole_balance"),
 }
 
 
@@ -114,11 +153,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="one round per seed; each round runs every (library, settings) once")
     p.add_argument("--libraries", nargs="+", default=None,
                    help="default: the task's (pendulum: jaxsac-jax rejax sbx sb3; "
-                        "cartpole: jaxsac-jax rejax)")
+                        "cartpole: jaxsac-jax rejax; cartpole_balance: jaxsac-jax brax)")
     p.add_argument("--settings", nargs="+", choices=SETTINGS, default=list(SETTINGS))
     p.add_argument("--total-env-steps", type=int, default=None,
                    help="every run's budget of env steps (default: the task's, 20,000 for "
-                        "pendulum, 50,000 for cartpole)")
+                        "pendulum, 50,000 for cartpole, 40,960 for cartpole_balance)")
     p.add_argument("--peers-python", default=".venv-peers/bin/python")
     p.add_argument("--jaxsac-python", default=".venv/bin/python")
     p.add_argument("--torch-threads", type=int, default=1,
@@ -147,12 +186,14 @@ def runner_args(args: argparse.Namespace, library: str, settings: str) -> argpar
     `settings`'s overrides, an evaluation every `eval_every` env steps and the stop at
     the threshold."""
     task = TASKS[args.task]
-    shared = compare_peers.TASKS[task.peer_task]
-    overrides = {**(task.own[library] if settings == "own" else {}),
+    peer_task = compare_peers.TASKS[task.peer_task]
+    overrides = {**(task.own[library] if settings == "own" else task.shared),
                  "mark_every": task.eval_every, "stop_at_return": task.threshold}
+    learning_starts = overrides.pop("learning_starts", peer_task.learning_starts)
+    buffer_size = overrides.pop("buffer_size", peer_task.buffer_size)
     return argparse.Namespace(
         task=task.peer_task, total_env_steps=args.total_env_steps,
-        learning_starts=shared.learning_starts, buffer_size=shared.buffer_size,
+        learning_starts=learning_starts, buffer_size=buffer_size,
         peers_python=args.peers_python, jaxsac_python=args.jaxsac_python,
         torch_threads=args.torch_threads, timeout=args.timeout,
         runner_overrides=overrides)
@@ -291,7 +332,10 @@ def tables(report: dict[str, Any]) -> list[str]:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    env_id = TASKS[report.get("task", "pendulum")].env_id
+    task = TASKS[report.get("task", "pendulum")]
+    env_id = task.env_id
+    shared = (f"the {env_id} comparison's (compare_peers)" if not task.shared else
+              f"the {env_id} comparison's (compare_peers) with {json.dumps(task.shared)}")
     own = report["own_settings"]
     lines = [
         f"# Time to solve {env_id}: jaxsac and its peers", "",
@@ -309,7 +353,7 @@ def markdown(report: dict[str, Any]) -> str:
         *tables(report),
         "## Settings", "",
         "- own: " + "; ".join(f"{lib}: {json.dumps(own[lib])}" for lib in report["libraries"]),
-        f"- shared: the {env_id} comparison's (compare_peers), evaluation every "
+        f"- shared: {shared}, evaluation every "
         f"{report['eval_every']} env steps", "",
         "## Versions", "",
     ]

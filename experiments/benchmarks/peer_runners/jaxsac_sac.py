@@ -19,8 +19,9 @@ same kind of timestamp the rejax runner takes in its evaluation callback.
 
 MuJoCo Playground tasks (--env-id playground/<task>, JAX backend) take the common final
 evaluation of those tasks (`common.evaluate_playground`) instead of gymnasium's; the
-flags --normalize-obs, --critic-layer-norm, --target-entropy and --alpha-lr set what the
-comparison with brax's SAC needs, and their defaults leave the other tasks as they were.
+flags --normalize-obs, --critic-layer-norm, --target-entropy, --alpha-lr and --n-step set
+what the comparisons with brax's SAC need, and their defaults leave the other tasks as they
+were.
 
 --tuned trains jaxsac's tuned example of --env-id (`jaxsac.tuned`) instead of the shared
 settings, with the run's seed, env steps, log period and evaluation episodes.
@@ -54,7 +55,7 @@ def build_config(args: argparse.Namespace) -> Any:
         alpha_lr=args.lr if args.alpha_lr is None else args.alpha_lr, initial_alpha=1.0,
         target_entropy="auto" if args.target_entropy is None else args.target_entropy,
         target_entropy_scale=args.target_entropy_scale,
-        gamma=args.gamma, tau=args.tau, utd_ratio=args.utd_ratio,
+        gamma=args.gamma, tau=args.tau, utd_ratio=args.utd_ratio, n_step=args.n_step,
         target_network_update_freq=args.target_update_every,
         normalize_obs=args.normalize_obs, critic_layer_norm=args.critic_layer_norm,
         **protocol)
@@ -77,6 +78,8 @@ def main() -> None:
                    help="target entropy (default: jaxsac's 'auto')")
     p.add_argument("--alpha-lr", type=float, default=None,
                    help="Adam learning rate of log alpha (default: --lr)")
+    p.add_argument("--n-step", type=int, default=1,
+                   help="n of the n-step returns (default 1, as every peer)")
     args = p.parse_args()
     common.check_args(args)
     api = args.api or ("train" if args.num_seeds == 1 else "make_train")
@@ -163,6 +166,7 @@ def main() -> None:
                "normalize_obs": config.normalize_obs,
                "critic_layer_norm": config.critic_layer_norm,
                "alpha_lr": config.alpha_lr, "target_entropy": config.target_entropy,
+               "n_step": config.n_step,
                "device": str(jax.devices()[0])},
         wall_clock_origin=wall_origin)
     common.emit(record)
