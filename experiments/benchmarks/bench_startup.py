@@ -1,7 +1,8 @@
 """Start-up: how long before `train()` logs its first rows, cold, warm and repeated.
 
     .venv/bin/python -m experiments.benchmarks.bench_startup [--rounds 3]
-    (rejax too when .venv-peers exists: bash experiments/benchmarks/setup_peers.sh)
+    (rejax, sbx and stable-baselines3 too when .venv-peers exists:
+    bash experiments/benchmarks/setup_peers.sh)
 
 The run is the issue's short one: Pendulum-v1, 1,000 env steps, learning starts 500,
 log periods of 500 env steps (the first period is all warm-up, the second takes the
@@ -24,6 +25,15 @@ rejax (under .venv-peers' Python) runs the same config, `jax.jit(SAC.train)` wit
 persistent cache in the same way (cold: empty, warm: filled by the cold run): its
 figures are the whole jitted call (compile and run, its own evaluation every 500 env
 steps) and the same call repeated in the process.
+
+sbx and stable-baselines3 (under .venv-peers' Python) train the same config through
+their SAC class (SB3's collection loop, one gradient step per env step), with 10
+deterministic episodes of gymnasium's Pendulum-v1 at the end of each 500 env steps
+(`peer_runners.common.evaluate`), as jaxsac evaluates each log period; their period
+ends are timed like jaxsac's. Repeated: a new model of the same config trained again in
+the process. sbx compiles with JAX's persistent cache set as rejax's; stable-baselines3
+(torch, one thread as in the peer comparison) compiles nothing, so its warm process
+differs from its cold one only by the operating system's file cache.
 """
 
 from __future__ import annotations
@@ -103,6 +113,55 @@ def rejax_child(cache_dir: str, repeats: int) -> dict:
     return record
 
 
+def sb3_api_child(library: str, cache_dir: str, repeats: int) -> dict:
+    """One fresh process of sbx's ("sbx") or stable-baselines3's ("sb3") SAC on the same
+    config (256x256 networks, batch 256, Adam 3e-4, learning starts 500, 1,000 env
+    steps, a buffer holding them all)."""
+    if library == "sbx":
+        import jax
+        from sbx import SAC
+
+        jax.config.update("jax_compilation_cache_dir", cache_dir)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    else:
+        import torch
+        from stable_baselines3 import SAC
+
+        torch.set_num_threads(1)
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from experiments.benchmarks.peer_runners.common import evaluate
+
+    record = {"imports_s": since_start()}
+    period_ends: list[float] = []
+
+    class PeriodEnds(BaseCallback):
+        """At every log_every env steps: 10 deterministic episodes, then a timestamp."""
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps % CONFIG["log_every"] == 0:
+                evaluate(lambda obs: self.model.predict(obs, deterministic=True)[0],
+                         CONFIG["env_id"], 10)
+                period_ends.append(since_start())
+            return True
+
+    def train() -> float:
+        begin = time.perf_counter()
+        model = SAC("MlpPolicy", CONFIG["env_id"], learning_rate=3e-4,
+                    buffer_size=CONFIG["total_env_steps"],
+                    learning_starts=CONFIG["learning_starts"], batch_size=256, train_freq=1,
+                    gradient_steps=1, policy_kwargs=dict(net_arch=[256, 256]), seed=0,
+                    verbose=0, **({"device": "cpu"} if library == "sb3" else {}))
+        model.learn(total_timesteps=CONFIG["total_env_steps"], callback=PeriodEnds())
+        return round(time.perf_counter() - begin, 3)
+
+    record["train_s"] = train()
+    record.update(first_period_s=period_ends[0], first_gradient_period_s=period_ends[1],
+                  process_s=since_start())
+    record["repeated_train_s"] = [train() for _ in range(repeats)]
+    return record
+
+
 def fresh_process(python: str, child_flag: str, cache_dir: str, repeats: int) -> dict:
     out = subprocess.run([python, "-m", "experiments.benchmarks.bench_startup",
                           child_flag, cache_dir, "--repeats", str(repeats)],
@@ -121,26 +180,36 @@ def summarize(records: list[dict]) -> dict[str, float]:
             if name not in ("make_train_first_s",)}
 
 
+LIBRARIES = ("jaxsac", "rejax", "sbx", "sb3")
+CHILDREN = {
+    "jaxsac": child,
+    "rejax": rejax_child,
+    "sbx": lambda cache_dir, repeats: sb3_api_child("sbx", cache_dir, repeats),
+    "sb3": lambda cache_dir, repeats: sb3_api_child("sb3", cache_dir, repeats),
+}
+"""Each library's fresh-process run: (cache folder, repeats) -> its record."""
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeats", type=int, default=3,
                    help="repeated train() calls and make_train runs in each process")
     p.add_argument("--peers-python", default=".venv-peers/bin/python")
-    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--rejax-child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--libraries", nargs="+", choices=LIBRARIES, default=list(LIBRARIES),
+                   help="the peers need --peers-python (left out when it does not exist)")
+    for library in LIBRARIES:
+        p.add_argument(f"--{library}-child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.child is not None:
-        print(json.dumps(child(args.child, args.repeats)))
-        return
-    if args.rejax_child is not None:
-        print(json.dumps(rejax_child(args.rejax_child, args.repeats)))
-        return
-    runs = {("jaxsac", "cold"): [], ("jaxsac", "warm"): []}
-    pythons = {"jaxsac": (sys.executable, "--child")}
-    if os.path.exists(args.peers_python):
-        pythons["rejax"] = (args.peers_python, "--rejax-child")
-        runs.update({("rejax", "cold"): [], ("rejax", "warm"): []})
+    for library, run in CHILDREN.items():
+        cache_dir = getattr(args, f"{library}_child")
+        if cache_dir is not None:
+            print(json.dumps(run(cache_dir, args.repeats)))
+            return
+    peers = os.path.exists(args.peers_python)
+    pythons = {lib: (sys.executable if lib == "jaxsac" else args.peers_python, f"--{lib}-child")
+               for lib in args.libraries if lib == "jaxsac" or peers}
+    runs = {(lib, kind): [] for lib in pythons for kind in ("cold", "warm")}
     for r in range(args.rounds):
         for library, (python, flag) in pythons.items():
             with tempfile.TemporaryDirectory(prefix="startup-cache-") as cache_dir:
