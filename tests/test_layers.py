@@ -17,7 +17,7 @@ LAYERS = (
     ("records", ("types", "checks")),
     ("config", ("config",)),
     ("components", ("envs", "networks", "noise", "connectors", "agents", "logger",
-                    "distributed", "compilation", "tuned")),
+                    "distributed", "compilation", "tuned", "random_bits")),
     ("pieces", ("replay", "learner", "runners", "sharding")),
     ("schedule", ("schedule", "metrics")),
     ("assembly", ("program",)),
