@@ -398,12 +398,13 @@ def episode_buffer(
         w_t = (P(t) / min_j P(j))^-beta over valid rows, so max w <= 1.
         Before `can_sample(state)` is true the batch is arbitrary and its weights are 0.
         """
-        # One draw gives every word the first attempt needs: row 0 draws n, the other
-        # rows the start rows. The second key seeds any further rejection rounds. Both
-        # draws are jax.random.bits' words; the prioritized one computes them without
-        # jax's rolled loop on the CPU (random_bits), which made its sample + update
-        # 20% faster, while in the uniform sample's program it measured slower (XLA's
-        # concurrency-optimized schedule of that program; docs/performance.md).
+        # One draw gives every word the first attempt needs (on the CPU each draw of
+        # jax's threefry is a loop, so one draw is much faster than several): row 0 draws
+        # n, the other rows the start rows. The second key seeds any further rejection
+        # rounds. Either kind of sampling gets jax.random.bits' words: the prioritized
+        # one computes them as straight-line code (random_bits; its sample + update 25%
+        # faster), the uniform one keeps jax's loop, which measured faster in its
+        # program (docs/performance.md).
         words_key, rounds_key = jax.random.split(key)
         start_columns = len(state.priority_sums) if prioritized else UNIFORM_CANDIDATES
         draw = uint32_bits if prioritized else functools.partial(jax.random.bits,
