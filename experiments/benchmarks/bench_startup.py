@@ -43,6 +43,7 @@ import time
 START = time.perf_counter()
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import statistics  # noqa: E402
@@ -180,14 +181,14 @@ def summarize(records: list[dict]) -> dict[str, float]:
             if name not in ("make_train_first_s",)}
 
 
-LIBRARIES = ("jaxsac", "rejax", "sbx", "sb3")
 CHILDREN = {
     "jaxsac": child,
     "rejax": rejax_child,
-    "sbx": lambda cache_dir, repeats: sb3_api_child("sbx", cache_dir, repeats),
-    "sb3": lambda cache_dir, repeats: sb3_api_child("sb3", cache_dir, repeats),
+    "sbx": functools.partial(sb3_api_child, "sbx"),
+    "sb3": functools.partial(sb3_api_child, "sb3"),
 }
 """Each library's fresh-process run: (cache folder, repeats) -> its record."""
+LIBRARIES = tuple(CHILDREN)
 
 
 def main(argv: list[str] | None = None) -> None:
