@@ -1,12 +1,16 @@
 """Time the SAC learner update inside a jitted `lax.scan` and compare with matmul speed.
 
     .venv/bin/python -m experiments.benchmarks.bench_update [--updates 500] [--repeats 5]
-        [--seeds 1] [--batch-size 256] [--obs-dim 3] [--layer-norm]
+        [--rounds 3] [--seeds 1] [--batch-size 256] [--obs-dim 3] [--layer-norm]
 
 Reports updates/s, the FLOPs of one update (XLA's cost analysis of the compiled scan,
 divided by the number of updates), the achieved GFLOP/s, and the machine's sustained
 float32 rate on 1,000 chained 256×256×256 products in one jitted scan, measured in the
-same run. Setting: batch 256, hidden 256×256, obs 3, act 1, twin Q (Pendulum-v1's
+same run. Each of `--rounds` rounds times the update and then the chained products
+(each the best of `--repeats` calls), so that both figures of a round see the same load
+on a shared machine; the fraction of the matmul rate is taken per round, and the
+figures reported are the medians over the rounds, with the per-round fractions beside
+them. Setting: batch 256, hidden 256×256, obs 3, act 1, twin Q (Pendulum-v1's
 sizes). `--batch-size 512 --obs-dim 5 --layer-norm` gives MuJoCo Playground's
 CartpoleBalance in Playground's brax SAC settings (LayerNorm critics).
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import time
 
 import jax
@@ -83,6 +88,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--updates", type=int, default=500, help="updates per jitted scan")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternated rounds of the update's and the matmuls' timings")
     parser.add_argument("--seeds", type=int, default=1,
                         help="learner states the update is vmapped over (1: no vmap)")
     parser.add_argument("--batch-size", type=int, default=BATCH)
@@ -90,6 +97,8 @@ def main() -> None:
     parser.add_argument("--layer-norm", action="store_true",
                         help="LayerNorm critics (SACConfig.critic_layer_norm)")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: at least 1 round is needed")
 
     def over_seeds(f):
         return f if args.seeds == 1 else jax.vmap(f)
@@ -115,11 +124,16 @@ def main() -> None:
     start = time.perf_counter()
     jax.block_until_ready(run(state, batch, keys))
     compile_s = time.perf_counter() - start
-    seconds = best_time(run, state, batch, keys, repeats=args.repeats)
     flops_per_update = compiled_flops(update, state, batch, keys[0])
-    update_ms = seconds / args.updates * 1e3
+    rounds = []  # (ms per update, matmul GFLOP/s), timed one after the other
+    for _ in range(args.rounds):
+        seconds = best_time(run, state, batch, keys, repeats=args.repeats)
+        rounds.append((seconds / args.updates * 1e3,
+                       matmul_rate(args.repeats, seeds=args.seeds)))
+    fractions = [flops_per_update / (ms / 1e3) / 1e9 / peak for ms, peak in rounds]
+    update_ms = statistics.median(ms for ms, _ in rounds)
     achieved = flops_per_update / (update_ms / 1e3) / 1e9
-    peak = matmul_rate(args.repeats, seeds=args.seeds)
+    peak = statistics.median(peak for _, peak in rounds)
     result = {
         "machine": f"{platform.machine()}, {jax.device_count()} {jax.devices()[0].platform} "
                    f"device(s), jax {jax.__version__}",
@@ -133,7 +147,8 @@ def main() -> None:
         "gflop_per_update": round(flops_per_update / args.seeds / 1e9, 4),
         "achieved_gflops": round(achieved, 1),
         "matmul_256_gflops": round(peak, 1),
-        "fraction_of_matmul_rate": round(achieved / peak, 3),
+        "fraction_of_matmul_rate": round(statistics.median(fractions), 3),
+        "fraction_per_round": [round(f, 3) for f in fractions],
         "compile_s": round(compile_s, 2),
     }
     print(json.dumps(result, indent=2))
