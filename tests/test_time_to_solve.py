@@ -9,6 +9,7 @@ import pytest
 
 from experiments.benchmarks import compare_peers, time_to_solve
 from experiments.benchmarks.peer_runners import common
+from tests.test_learning import cartpole_balance_small
 
 
 def record(returns: list[float], every: int = 500, launch: float = 100.0,
@@ -103,8 +104,6 @@ def test_cartpole_balance_runs_get_their_settings_and_brax_its_playground_config
     """CartpoleBalance within 40,960 env steps, evaluated every 2,048, stopping at 900.
     Shared: both libraries the 4-env CPU config, jaxsac with brax's fixed alpha settings
     and 1-step returns. Own: jaxsac its learning test's config, brax Playground's."""
-    from tests.test_learning import cartpole_balance_small
-
     args = time_to_solve.parse_args(["--task", "cartpole_balance"])
     assert args.libraries == ["jaxsac-jax", "brax"] and args.total_env_steps == 40_960
     assert args.out_json == "docs/benchmarks/time_to_solve_cartpole_balance.json"

@@ -130,10 +130,10 @@ def main() -> None:
         seconds = best_time(run, state, batch, keys, repeats=args.repeats)
         rounds.append((seconds / args.updates * 1e3,
                        matmul_rate(args.repeats, seeds=args.seeds)))
-    fractions = [flops_per_update / (ms / 1e3) / 1e9 / peak for ms, peak in rounds]
+    fractions = [flops_per_update / (ms / 1e3) / 1e9 / rate for ms, rate in rounds]
     update_ms = statistics.median(ms for ms, _ in rounds)
     achieved = flops_per_update / (update_ms / 1e3) / 1e9
-    peak = statistics.median(peak for _, peak in rounds)
+    peak = statistics.median(rate for _, rate in rounds)
     result = {
         "machine": f"{platform.machine()}, {jax.device_count()} {jax.devices()[0].platform} "
                    f"device(s), jax {jax.__version__}",
