@@ -14,9 +14,9 @@ The package is layered: each module imports only from the layers listed before i
                   tuned
     pieces        replay, learner, runners, sharding
     schedule      schedule, metrics
-    assembly      program
+    assembly      assembly
     shared steps  iteration, evaluation
-    loops         loop, host_loop, checkpoint
+    loops         jax_loop, host_loop, checkpoint
     entry points  train, policy
 """
 
@@ -33,12 +33,12 @@ from jaxsac import (
     sharding,
     tuned,
 )
+from jaxsac.assembly import TrainState
 from jaxsac.config import SACConfig
 from jaxsac.evaluation import evaluate
+from jaxsac.jax_loop import make_train
 from jaxsac.learner import LearnerState, make_learner
-from jaxsac.loop import make_train
 from jaxsac.policy import load_policy
-from jaxsac.program import TrainState
 from jaxsac.train import TrainResult, train
 from jaxsac.types import Batch, EpisodeInfo, Step
 

@@ -43,8 +43,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsac import checks, connectors, envs
+from jaxsac.assembly import assemble, example_step, host_assembly, init_state, make_buffer
 from jaxsac.config import SACConfig
-from jaxsac.program import build_program, example_step, host_program, init_state, make_buffer
 
 if TYPE_CHECKING:
     import orbax.checkpoint as ocp
@@ -394,13 +394,13 @@ def config_differences(stored: SACConfig, requested: SACConfig,
 def _init_fn(config: SACConfig, meta: dict[str, Any]) -> Callable[[jax.Array], Any]:
     """key -> a fresh TrainState shaped like the stored one (one seed)."""
     if meta["backend"] == "jax":
-        program = build_program(config)
+        assembly = assemble(config)
     else:
-        program = host_program(config, meta["obs_dim"], connectors.actions_from_metadata(meta))
+        assembly = host_assembly(config, meta["obs_dim"], connectors.actions_from_metadata(meta))
     with_runner = "runner" in meta["arrays"]
 
     def init(key):
-        state = init_state(program, key)
+        state = init_state(assembly, key)
         return state if with_runner else state.replace(runner=None)
 
     return init

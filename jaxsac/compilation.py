@@ -5,7 +5,7 @@
 
 Two stores in one folder (the CLI and `make train` enable both by default):
 
-- JAX's persistent compilation cache, for every program: a fresh process that runs a
+- JAX's persistent compilation cache, for every assembly: a fresh process that runs a
   config it ran before loads its programs instead of compiling them. JAX finds a
   program by its lowered module, so the program is still traced and lowered first.
 - `KeptProgram`s, for the programs `train` runs (the initial state and the log period):
@@ -17,7 +17,7 @@ Two stores in one folder (the CLI and `make train` enable both by default):
   class added to `jaxsac.envs.JAX_ENVS`), which could change under the same key.
 
 Within one process `train` already keeps its compiled programs between calls
-(jaxsac.loop.jax_loop). Loading a program runs code from the folder: keep it private,
+(jaxsac.jax_loop.kept_jax_loop). Loading a program runs code from the folder: keep it private,
 as JAX's own cache. Nothing is evicted (a few MB per config and jaxsac version): delete
 the folder to reclaim the space.
 """

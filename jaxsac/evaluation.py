@@ -16,19 +16,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsac import connectors, envs
+from jaxsac.assembly import Assembly, act, assemble, deterministic_policy
 from jaxsac.config import SACConfig
 from jaxsac.envs import EnvFailureError
-from jaxsac.program import Program, act, build_program, deterministic_policy
 from jaxsac.runners import GymRunner
 
 
-def evaluate_returns(program: Program, actor_params: Any, obs_stats: Any, key: jax.Array,
+def evaluate_returns(assembly: Assembly, actor_params: Any, obs_stats: Any, key: jax.Array,
                      num_episodes: int) -> jax.Array:
     """Returns of `num_episodes` (K) full episodes of the program's JAX env: [K], or
     [N, K] for a multi-agent env (N agents, each acting with its module; an agent's
     rewards after its own episode ended are not counted). Pure and jittable."""
-    env = program.env
-    agent_shape = () if program.agents is None else (program.agents.num_agents,)
+    env = assembly.env
+    agent_shape = () if assembly.agents is None else (assembly.agents.num_agents,)
     batch_shape = (num_episodes, *agent_shape)
     env_states, obs = jax.vmap(env.reset)(jax.random.split(key, num_episodes))
 
@@ -36,8 +36,8 @@ def evaluate_returns(program: Program, actor_params: Any, obs_stats: Any, key: j
         env_states, obs, total, done = carry
         columns = connectors.flatten_obs(obs, batch_dims=len(batch_shape))
         columns = columns.reshape(-1, columns.shape[-1])  # [K·N, obs_dim], episode-major
-        action = act(program, actor_params, obs_stats, columns, step_key, deterministic=True)
-        action = program.actions.to_env(action).reshape(*batch_shape, *env.action_space.shape)
+        action = act(assembly, actor_params, obs_stats, columns, step_key, deterministic=True)
+        action = assembly.actions.to_env(action).reshape(*batch_shape, *env.action_space.shape)
         env_states, obs, reward, terminated, truncated = jax.vmap(env.step)(
             env_states, action, jax.random.split(step_key, num_episodes))[:5]
         total = total + jnp.where(done, 0.0, reward)
@@ -98,7 +98,7 @@ def evaluate(config: SACConfig, actor_params: Any, key: jax.Array, num_episodes:
     """
     if envs.resolve_backend(config.env_id, config.backend) == "gymnasium":
         return evaluate_gymnasium(config, actor_params, key, num_episodes, obs_stats)
-    program = build_program(config)
-    stats = obs_stats if obs_stats is not None else program.env_to_module.init(program.obs_dim)
-    run = jax.jit(lambda p, s, k: evaluate_returns(program, p, s, k, num_episodes))
+    assembly = assemble(config)
+    stats = obs_stats if obs_stats is not None else assembly.env_to_module.init(assembly.obs_dim)
+    run = jax.jit(lambda p, s, k: evaluate_returns(assembly, p, s, k, num_episodes))
     return np.asarray(run(actor_params, stats, key))

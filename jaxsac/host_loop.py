@@ -22,20 +22,20 @@ import jax
 import numpy as np
 
 from jaxsac import connectors, envs, replay
+from jaxsac.assembly import (
+    TrainState,
+    act,
+    eval_key,
+    exploration_noise,
+    host_assembly,
+    init_state,
+    iteration_keys,
+)
 from jaxsac.config import SACConfig
 from jaxsac.evaluation import evaluate_gymnasium
 from jaxsac.iteration import absorb
 from jaxsac.learner import METRICS as LEARNER_METRICS
 from jaxsac.metrics import nan_learner_metrics, period_row
-from jaxsac.program import (
-    TrainState,
-    act,
-    eval_key,
-    exploration_noise,
-    host_program,
-    init_state,
-    iteration_keys,
-)
 from jaxsac.runners import EnvRunner, GymRunner, RayEnvRunners, random_act_fn
 from jaxsac.schedule import Phase, iterations_per_period, segments
 
@@ -59,15 +59,15 @@ def acting_functions(config: SACConfig, obs_dim: int, actions: connectors.Module
     `(actor_params, obs_stats, raw_obs [T, obs_dim], root, iteration) -> module actions
     [T, ...]` with the iteration's acting key. Runners in other processes build theirs
     with this function too (it is what `EnvRunner`'s `acting` factory calls)."""
-    program = host_program(config, obs_dim, actions)
+    assembly = host_assembly(config, obs_dim, actions)
 
     def policy(actor_params, obs_stats, raw_obs, root, iteration):
-        return act(program, actor_params, obs_stats, raw_obs,
+        return act(assembly, actor_params, obs_stats, raw_obs,
                    iteration_keys(root, iteration)[0],
-                   noise=exploration_noise(program, root, iteration, raw_obs.shape[0]))
+                   noise=exploration_noise(assembly, root, iteration, raw_obs.shape[0]))
 
     def random(actor_params, obs_stats, raw_obs, root, iteration):
-        return random_act_fn(program.actions)(raw_obs, iteration_keys(root, iteration)[0])
+        return random_act_fn(assembly.actions)(raw_obs, iteration_keys(root, iteration)[0])
 
     return {"policy": jax.jit(policy), "random": jax.jit(random)}
 
@@ -106,22 +106,22 @@ class HostLoop:
 
     def __init__(self, config: SACConfig, runner: HostRunner):
         self.runner = runner
-        self.program = host_program(config, runner.rows.obs_dim, runner.rows.actions)
+        self.assembly = host_assembly(config, runner.rows.obs_dim, runner.rows.actions)
         self._started = False
         self._blocks: dict[tuple[Phase, int], Callable] = {}
         self._learner_metrics: list[dict[str, np.ndarray]] = []
 
     def init(self, key: jax.Array) -> TrainState:
-        state = jax.jit(lambda key: init_state(self.program, key))(key)
+        state = jax.jit(lambda key: init_state(self.assembly, key))(key)
         first_obs = jax.device_put(self.runner.raw_obs)
-        return state.replace(runner=self.program.env_to_module.update(state.runner, first_obs))
+        return state.replace(runner=self.assembly.env_to_module.update(state.runner, first_obs))
 
     def block(self, phase: Phase, size: int) -> Callable:
         """Jitted (state, rows [size, E, packed_width]) -> (state, learner metrics [size]);
         the state is donated. The statistics in `state.runner` fold in the rows' next
         observations first; the block's gradient steps normalize with them."""
         if (phase, size) not in self._blocks:
-            to_module = self.program.env_to_module
+            to_module = self.assembly.env_to_module
 
             def run(state, rows):
                 steps, episodes = self.runner.rows.unpack(rows)
@@ -131,7 +131,7 @@ class HostLoop:
                     state.runner, (steps.next_obs, ~steps.failed))[0]
 
                 def body(s, xs):
-                    return absorb(self.program, s, *xs, obs_stats, phase)
+                    return absorb(self.assembly, s, *xs, obs_stats, phase)
                 state, metrics = jax.lax.scan(body, state, (steps, episodes))
                 return state.replace(runner=obs_stats), metrics
             self._blocks[phase, size] = jax.jit(run, donate_argnums=0)
@@ -139,8 +139,8 @@ class HostLoop:
 
     def run_period(self, state: TrainState, period: int):
         """One log period: its iterations block by block, then its metrics row."""
-        per = iterations_per_period(self.program.config)
-        for phase, count in segments(self.program.config, period * per, (period + 1) * per):
+        per = iterations_per_period(self.assembly.module_config)
+        for phase, count in segments(self.assembly.module_config, period * per, (period + 1) * per):
             state = self.run(state, phase, count)
         return state, self.period_metrics(state, period)
 
@@ -166,7 +166,7 @@ class HostLoop:
 
     def run(self, state: TrainState, phase: Phase, count: int) -> TrainState:
         """`count` iterations of `phase`, in blocks of at most host_block_steps."""
-        block_steps = self.program.config.host_block_steps
+        block_steps = self.assembly.module_config.host_block_steps
         iteration = int(state.iteration)
         stop = iteration + count
         while iteration < stop:
@@ -186,14 +186,14 @@ class HostLoop:
         learner_metrics = {k: float(np.nanmean(np.concatenate(
             [np.atleast_1d(np.asarray(m[k])) for m in metrics]))) for k in LEARNER_METRICS}
         self._learner_metrics = []
-        config = self.program.config
+        config = self.assembly.module_config
         returns = evaluate_gymnasium(config, state.learner.actor_params,
                                      eval_key(state.key, period), config.eval_episodes,
-                                     self.program.obs_stats(state))
+                                     self.assembly.obs_stats(state))
         dropped = np.isnan(returns)
         return period_row(
             learner_metrics,
-            env_steps=int(state.iteration) * self.program.env_steps_per_iteration,
+            env_steps=int(state.iteration) * self.assembly.env_steps_per_iteration,
             grad_steps=int(state.learner.step),
             target_update_freq=config.target_network_update_freq,
             episodes={k: np.asarray(v).item() for k, v in state.episodes.summary().items()},

@@ -2,7 +2,7 @@
 count the iteration and its finished episodes, then take the gradient steps due
 (docs/semantics.md, "Training step").
 
-The JAX loop (jaxsac.loop) calls `store`, then `learn` or `skip_learning` under a
+The JAX loop (jaxsac.jax_loop) calls `store`, then `learn` or `skip_learning` under a
 `lax.cond` on the iteration's index, once per iteration inside its scan; the gymnasium
 loop (jaxsac.host_loop) calls `absorb` (the same, with a static phase) for every
 iteration of a block of host steps inside one jitted call.
@@ -15,15 +15,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxsac.assembly import Assembly, TrainState, iteration_keys
 from jaxsac.learner import LearnerState
 from jaxsac.metrics import nan_learner_metrics
-from jaxsac.program import Program, TrainState, iteration_keys
 from jaxsac.replay import ReplayState
 from jaxsac.schedule import Phase, gradient_schedule
 from jaxsac.types import EpisodeInfo, Step
 
 
-def gradient_steps(program: Program, learner_state: LearnerState, buffer_state: ReplayState,
+def gradient_steps(assembly: Assembly, learner_state: LearnerState, buffer_state: ReplayState,
                    obs_stats: Any, key: jax.Array, num_steps: int):
     """`num_steps` gradient steps, each on a fresh sample followed by the priority update.
 
@@ -37,10 +37,10 @@ def gradient_steps(program: Program, learner_state: LearnerState, buffer_state: 
     def one(carry, step_key):
         lstate, bstate = carry
         sample_key, update_key = jax.random.split(step_key)
-        batch = program.buffer.sample(bstate, sample_key)
-        batch = program.env_to_module.normalize_batch(obs_stats, batch)
-        lstate, metrics, td_error = program.learner.update(lstate, batch, update_key)
-        bstate = program.buffer.update_priorities(bstate, batch.indices, td_error)
+        batch = assembly.buffer.sample(bstate, sample_key)
+        batch = assembly.env_to_module.normalize_batch(obs_stats, batch)
+        lstate, metrics, td_error = assembly.learner.update(lstate, batch, update_key)
+        bstate = assembly.buffer.update_priorities(bstate, batch.indices, td_error)
         return (lstate, bstate), metrics
 
     keys = jax.random.split(key, num_steps)
@@ -48,14 +48,14 @@ def gradient_steps(program: Program, learner_state: LearnerState, buffer_state: 
     return learner_state, buffer_state, jax.tree.map(lambda m: jnp.mean(m, axis=0), metrics)
 
 
-def learn_from(program: Program, state: TrainState, obs_stats: Any, key: jax.Array):
+def learn_from(assembly: Assembly, state: TrainState, obs_stats: Any, key: jax.Array):
     """The gradient steps due after iteration `state.iteration - 1`'s add (see
     `schedule.gradient_schedule`): (learner state, buffer state, learner metrics, NaN
     for an iteration without gradient steps)."""
-    per_iteration, every = gradient_schedule(program.config)
+    per_iteration, every = gradient_schedule(assembly.module_config)
 
     def run(_):
-        return gradient_steps(program, state.learner, state.buffer, obs_stats, key,
+        return gradient_steps(assembly, state.learner, state.buffer, obs_stats, key,
                               per_iteration)
 
     if every == 1:
@@ -65,25 +65,25 @@ def learn_from(program: Program, state: TrainState, obs_stats: Any, key: jax.Arr
     return jax.lax.cond(due, run, skip, None)
 
 
-def store(program: Program, state: TrainState, step: Step, episodes: EpisodeInfo
+def store(assembly: Assembly, state: TrainState, step: Step, episodes: EpisodeInfo
           ) -> TrainState:
     """Add the iteration's steps, count the iteration and its finished episodes.
 
     step: Step [E]; episodes: EpisodeInfo [E].
     """
     return state.replace(
-        buffer=program.buffer.add(state.buffer, step),
+        buffer=assembly.buffer.add(state.buffer, step),
         iteration=state.iteration + 1,
         episodes=state.episodes.record(episodes.done, episodes.episode_return,
                                        episodes.episode_length),
     )
 
 
-def learn(program: Program, state: TrainState, obs_stats: Any):
+def learn(assembly: Assembly, state: TrainState, obs_stats: Any):
     """The gradient steps due after `store` (none on iterations `gradient_schedule`
     skips): (state, learner metrics, NaN when no gradient step was taken)."""
     _, update_key = iteration_keys(state.key, state.iteration - 1)
-    learner_state, buffer_state, metrics = learn_from(program, state, obs_stats, update_key)
+    learner_state, buffer_state, metrics = learn_from(assembly, state, obs_stats, update_key)
     return state.replace(learner=learner_state, buffer=buffer_state), metrics
 
 
@@ -92,7 +92,7 @@ def skip_learning(state: TrainState):
     return state, nan_learner_metrics(state.learner.step.shape)
 
 
-def absorb(program: Program, state: TrainState, step: Step, episodes: EpisodeInfo,
+def absorb(assembly: Assembly, state: TrainState, step: Step, episodes: EpisodeInfo,
            obs_stats: Any, phase: Phase):
     """Everything of an iteration after the env step: `store`, then `learn` (not in
     WARMUP).
@@ -100,7 +100,7 @@ def absorb(program: Program, state: TrainState, step: Step, episodes: EpisodeInf
     step: Step [E]; episodes: EpisodeInfo [E]. Returns (state, learner metrics, NaN when
     no gradient step was taken). Shared by the JAX path and the gymnasium loop.
     """
-    state = store(program, state, step, episodes)
+    state = store(assembly, state, step, episodes)
     if phase is Phase.WARMUP:
         return skip_learning(state)
-    return learn(program, state, obs_stats)
+    return learn(assembly, state, obs_stats)

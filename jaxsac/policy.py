@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from jaxsac import checkpoint, connectors
+from jaxsac.assembly import deterministic_policy
 from jaxsac.config import SACConfig
-from jaxsac.program import deterministic_policy
 
 
 class Policy:

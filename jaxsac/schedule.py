@@ -16,7 +16,7 @@ from jaxsac.config import SACConfig
 
 class Phase(enum.Enum):
     """What an iteration does. The gymnasium loop compiles a block per phase; the JAX
-    loop branches on the iteration's index inside one program (jaxsac.loop)."""
+    loop branches on the iteration's index inside one program (jaxsac.jax_loop)."""
 
     WARMUP = "warmup"  # random actions, no gradient steps
     FIRST_UPDATE = "first_update"  # random actions; learning_starts now stored: update

@@ -3,7 +3,7 @@
     result = jaxsac.train(config)                        # TrainResult(state, metrics, ...)
     result = jaxsac.train(config, callback=fn)           # fn(row, state) -> True stops
 
-JAX envs run the JAX loop (jaxsac.loop) one log period per call: identical to one
+JAX envs run the JAX loop (jaxsac.jax_loop) one log period per call: identical to one
 `make_train` call for the same key. Gymnasium envs run the host loop (jaxsac.host_loop).
 Between periods the host logs the period's row, checks it for non-finite values,
 calls the callback and writes the checkpoints due.
@@ -20,13 +20,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsac import checkpoint, checks, sharding
+from jaxsac.assembly import TrainState, run_keys, validate
 from jaxsac.config import SACConfig
 from jaxsac.envs import EnvFailureError
 from jaxsac.host_loop import HostLoop, host_runner, stack_rows
+from jaxsac.jax_loop import kept_jax_loop
 from jaxsac.learner import LearnerState
 from jaxsac.logger import RunLogger
-from jaxsac.loop import jax_loop
-from jaxsac.program import TrainState, run_keys, validate
 from jaxsac.schedule import num_periods
 
 Callback = Callable[[dict[str, np.ndarray], TrainState], Any]
@@ -56,7 +56,7 @@ class TrainResult(NamedTuple):
 
 
 class Loop(Protocol):
-    """What `train` needs from a loop (jaxsac.loop.JaxLoop, jaxsac.host_loop.HostLoop).
+    """What `train` needs from a loop (jaxsac.jax_loop.JaxLoop, jaxsac.host_loop.HostLoop).
 
     donates_state: run_chunk donates its input state to the device (it is unusable
         afterwards).
@@ -93,7 +93,7 @@ def train(config: SACConfig, num_seeds: int = 1, progress: bool = True,
     if validate(config) == "jax":
         mesh = sharding.check_mesh(mesh, "train", config)
         config = sharding.resolve(config, mesh, "train")
-        loop = jax_loop(config, num_seeds, mesh)
+        loop = kept_jax_loop(config, num_seeds, mesh)
         return run_log_periods(config, loop, run_keys(config, num_seeds), num_seeds,
                                progress, callback)
     if num_seeds != 1:

@@ -1,6 +1,6 @@
 """Checkpoints: exact resume in a new process, load_policy, and failure handling.
 
-Training runs in fresh processes (tests/checkpoint_child.py) that share a persistent
+Training runs in fresh processes (tests/support/checkpoint_child.py) that share a persistent
 compilation cache, so only the first of them compiles the training programs.
 """
 
@@ -23,14 +23,14 @@ import pytest
 
 import jaxsac
 from jaxsac import checkpoint
+from jaxsac.assembly import assemble, init_state
 from jaxsac.checkpoint import CorruptCheckpointError
 from jaxsac.learner import Hyperparams
-from jaxsac.program import build_program, init_state
 from jaxsac.train import CheckpointSchedule
-from tests import helpers
-from tests.helpers import leaves_equal
+from tests.support import helpers
+from tests.support.helpers import leaves_equal
 
-CHILD = Path(__file__).with_name("checkpoint_child.py")
+CHILD = Path(__file__).parent / "support" / "checkpoint_child.py"
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {**{k: v for k, v in helpers.TINY.items() if k != "total_env_steps"},
         "learning_starts": 200, "checkpoint_every": 200}
@@ -106,8 +106,8 @@ def test_restore_rebuilds_the_state_with_or_without_a_template(full_run):
     requested = config.replace(total_env_steps=5_000, critic_lr=1e-3, log_dir="x", resume=True)
     again, _ = checkpoint.restore(full, like=other, config=requested)
     assert leaves_equal(again, state)
-    program = build_program(config)
-    abstract = jax.eval_shape(lambda k: init_state(program, k, Hyperparams.from_config(config)),
+    assembly = assemble(config)
+    abstract = jax.eval_shape(lambda k: init_state(assembly, k, Hyperparams.from_config(config)),
                               jax.random.key(0))
     again, _ = checkpoint.restore(full, like=abstract)
     assert leaves_equal(again, state)

@@ -17,7 +17,7 @@ import pytest
 from jaxsac import compilation, envs, sharding
 from jaxsac.config import SACConfig
 from jaxsac.envs import Pendulum
-from jaxsac.loop import jax_loop
+from jaxsac.jax_loop import kept_jax_loop
 
 CHILD = """
 import sys, jax, jax.numpy as jnp
@@ -140,15 +140,15 @@ def test_without_the_store_a_kept_program_is_its_jitted_function(monkeypatch, tm
 TRAIN_CHILD = """
 import hashlib, json, sys
 import jax, numpy as np
-import jaxsac, jaxsac.loop
+import jaxsac, jaxsac.jax_loop
 traces = {"period": 0, "initial": 0}
 def counting(name, original):
     def wrapper(*args, **kwargs):
         traces[name] += 1
         return original(*args, **kwargs)
     return wrapper
-jaxsac.loop.run_period = counting("period", jaxsac.loop.run_period)
-jaxsac.loop.init_state = counting("initial", jaxsac.loop.init_state)
+jaxsac.jax_loop.run_period = counting("period", jaxsac.jax_loop.run_period)
+jaxsac.jax_loop.init_state = counting("initial", jaxsac.jax_loop.init_state)
 if sys.argv[1] != "none":
     jaxsac.compilation.enable_cache(sys.argv[1])
 num_envs, num_seeds = int(sys.argv[2]), int(sys.argv[3])
@@ -248,9 +248,9 @@ def test_only_envs_of_jaxsac_s_own_code_have_their_programs_kept(monkeypatch, st
                 batch_size=8, eval_episodes=1)
     outside = SACConfig(env_id="jaxsac_test/OutsidePendulum-v0", **tiny)
     mesh = sharding.check_mesh(None, "test", outside)
-    loop = jax_loop(outside, 1, mesh)
+    loop = kept_jax_loop(outside, 1, mesh)
     loop.init(jax.random.key(0))
     assert loop._init.description is None and not any(store.iterdir())
-    own = jax_loop(SACConfig(env_id="Pendulum-v1", **tiny), 1, mesh)
+    own = kept_jax_loop(SACConfig(env_id="Pendulum-v1", **tiny), 1, mesh)
     own.init(jax.random.key(0))
     assert own._init.description is not None and len(list(store.iterdir())) == 1

@@ -16,15 +16,15 @@ import pytest
 from scipy import stats
 
 from jaxsac import connectors
+from jaxsac.assembly import example_step
 from jaxsac.config import SACConfig
 from jaxsac.connectors import DiscreteActions
 from jaxsac.learner import METRICS, LossParams, make_learner, target_entropy
 from jaxsac.networks import DISCRETE_TARGET_ENTROPY_SCALE, policy_head
-from jaxsac.program import example_step
 from jaxsac.replay import episode_buffer
 from jaxsac.types import Batch
-from tests import numpy_sac
-from tests.helpers import assert_gradients_routed, leaves_equal
+from tests.support import numpy_sac
+from tests.support.helpers import assert_gradients_routed, leaves_equal
 from tests.test_learner import finite_difference, perturbed_targets
 from tests.test_replay import Reference, check_batch, make_stream
 

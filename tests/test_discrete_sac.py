@@ -16,11 +16,11 @@ import pytest
 
 import jaxsac
 from jaxsac import connectors
-from jaxsac.program import build_program
+from jaxsac.assembly import assemble
 from jaxsac.replay.state import NOT_A_START
-from tests import helpers
 from tests.conftest import SPACES_ENV_ID
-from tests.helpers import leaves_equal
+from tests.support import helpers
+from tests.support.helpers import leaves_equal
 
 TINY = {**helpers.TINY, "env_id": "CartPole-v1"}
 
@@ -47,10 +47,10 @@ def test_a_run_stores_integer_actions_and_reports_the_exact_entropy(backend):
 def test_prioritized_n_step_replay_and_data_shards_take_integer_actions():
     config = jaxsac.SACConfig(**TINY, prioritized=True, n_step=(1, 3), num_envs=2,
                               data_shards=2)
-    program = build_program(config)
+    assembly = assemble(config)
     state = jaxsac.train(config, progress=False).state
     assert state.buffer.action.dtype == np.int32
-    batch = jax.jit(program.buffer.sample)(state.buffer, jax.random.key(0))
+    batch = jax.jit(assembly.buffer.sample)(state.buffer, jax.random.key(0))
     assert batch.action.shape == (config.batch_size,) and batch.action.dtype == np.int32
     assert set(np.unique(np.asarray(batch.action))) <= {0, 1}
     assert np.all(np.asarray(batch.n_step) >= 1) and np.all(np.asarray(batch.n_step) <= 3)
@@ -82,8 +82,8 @@ def test_checkpoint_resume_is_bit_identical_and_load_policy_gives_cartpole_integ
         if terminated or truncated:
             obs, _ = env.reset()
     batch = np.random.default_rng(0).normal(size=(7, 4)).astype(np.float32)
-    program = build_program(config)
-    logits = program.learner.act(full.state.learner.actor_params, batch, jax.random.key(0),
+    assembly = assemble(config)
+    logits = assembly.learner.act(full.state.learner.actor_params, batch, jax.random.key(0),
                                  deterministic=True)
     np.testing.assert_array_equal(policy(batch), np.asarray(logits))
 

@@ -20,9 +20,9 @@ LAYERS = (
                     "distributed", "compilation", "tuned", "random_bits")),
     ("pieces", ("replay", "learner", "runners", "sharding")),
     ("schedule", ("schedule", "metrics")),
-    ("assembly", ("program",)),
+    ("assembly", ("assembly",)),
     ("shared steps", ("iteration", "evaluation")),
-    ("loops", ("loop", "host_loop", "checkpoint")),
+    ("loops", ("jax_loop", "host_loop", "checkpoint")),
     ("entry points", ("train", "policy")),
 )
 LAYER_OF = {unit: rank for rank, (_, units) in enumerate(LAYERS) for unit in units}
@@ -127,8 +127,8 @@ def test_imports_form_no_cycle():
 
 def test_the_check_sees_a_violation():
     """The checks above fail on a module that imports upward or inside a function."""
-    source = "from jaxsac.train import train\n\ndef f():\n    import jaxsac.loop\n"
+    source = "from jaxsac.train import train\n\ndef f():\n    import jaxsac.jax_loop\n"
     found = jaxsac_imports("jaxsac.networks", ast.parse(source))
     assert [(name, top) for name, _, top in found] == [("jaxsac.train", True),
-                                                      ("jaxsac.loop", False)]
+                                                      ("jaxsac.jax_loop", False)]
     assert LAYER_OF[unit_of("jaxsac.train")] > LAYER_OF[unit_of("jaxsac.networks")]

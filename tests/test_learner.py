@@ -11,8 +11,8 @@ import pytest
 from jaxsac.config import SACConfig
 from jaxsac.learner import LossParams, make_learner
 from jaxsac.types import Batch
-from tests import numpy_sac
-from tests.helpers import assert_gradients_routed
+from tests.support import numpy_sac
+from tests.support.helpers import assert_gradients_routed
 
 OBS_DIM, ACT_DIM, B = 3, 2, 16
 GAMMA = 0.9

@@ -13,12 +13,12 @@ import pytest
 
 import jaxsac
 from jaxsac import agents, checkpoint, connectors, envs
+from jaxsac.assembly import assemble, init_state
+from jaxsac.jax_loop import run_periods
 from jaxsac.learner import Hyperparams
-from jaxsac.loop import run_periods
 from jaxsac.metrics import AgentEpisodeStats, EpisodeStats
-from jaxsac.program import build_program, init_state
 from jaxsac.schedule import num_periods
-from tests.helpers import TINY, leaves_equal
+from tests.support.helpers import TINY, leaves_equal
 
 PENDULUM_BAR = -250.0
 
@@ -187,8 +187,8 @@ def test_independent_modules_store_their_agents_columns():
 
 def reward_scaled_program(config: jaxsac.SACConfig, agent: int):
     """The program of `config` with `agent`'s rewards multiplied by a traced factor."""
-    program = build_program(config)
-    runner = program.runner
+    assembly = assemble(config)
+    runner = assembly.runner
 
     def with_factor(factor):
         def step(rstate, act_fn, key):
@@ -196,7 +196,7 @@ def reward_scaled_program(config: jaxsac.SACConfig, agent: int):
             scaled = jnp.arange(step.reward.shape[0]) % config.num_agents == agent
             reward = jnp.where(scaled, step.reward * factor, step.reward)
             return rstate, step._replace(reward=reward), episodes
-        return program._replace(runner=runner._replace(step=step))
+        return assembly._replace(runner=runner._replace(step=step))
 
     return with_factor
 
@@ -208,9 +208,9 @@ def test_independent_modules_stay_independent():
     hparams = Hyperparams.from_config(config)
 
     def run(factor):
-        program = with_factor(factor)
-        state = init_state(program, jax.random.key(0), hparams)
-        return run_periods(program, state, 0, num_periods(config))[0]
+        assembly = with_factor(factor)
+        state = init_state(assembly, jax.random.key(0), hparams)
+        return run_periods(assembly, state, 0, num_periods(config))[0]
 
     states = jax.jit(jax.vmap(run))(jnp.array([1.0, 3.0]))
     learners = states.learner.replace(hparams=())  # [factor, module, ...] leaves
@@ -239,8 +239,8 @@ def test_independent_metrics_have_agent_and_module_axes():
 def test_evaluation_runs_each_agent_with_its_module():
     """Reference: each agent's episode rolled out alone with the single-agent env."""
     config = multi_config(num_agents=2)
-    program = build_program(config)
-    learner = program.learner.init(jax.random.key(1))
+    assembly = assemble(config)
+    learner = assembly.learner.init(jax.random.key(1))
     key, num_episodes = jax.random.key(2), 2
     returns = jaxsac.evaluate(config, learner.actor_params, key, num_episodes)
     assert returns.shape == (2, num_episodes)

@@ -10,7 +10,7 @@ import pytest
 from jaxsac.config import SACConfig
 from jaxsac.learner import make_learner
 from jaxsac.networks import Actor, QEnsemble, deterministic_action, sample_action, squashed_log_prob
-from tests import numpy_sac
+from tests.support import numpy_sac
 
 
 def brute_force_log_prob(u, mean, log_std, h=1e-6):

@@ -9,10 +9,10 @@ import pytest
 
 import jaxsac
 from jaxsac import noise
+from jaxsac.assembly import assemble, exploration_noise, init_state
 from jaxsac.host_loop import acting_functions
-from jaxsac.loop import policy_act_fn
+from jaxsac.jax_loop import policy_act_fn
 from jaxsac.networks import Actor
-from jaxsac.program import build_program, exploration_noise, init_state
 
 
 def reference_colored_noise(real: np.ndarray, imag: np.ndarray, beta: float,
@@ -91,19 +91,19 @@ def test_the_policy_acts_with_the_colored_epsilon():
                               buffer_capacity=300, log_every=300, total_env_steps=900,
                               learning_starts=300, action_noise_exponent=1.0,
                               hidden_sizes=(8,))
-    program = build_program(config)
+    assembly = assemble(config)
     state_key = jax.random.key(0)
-    eps = exploration_noise(program, state_key, 5, 3)
+    eps = exploration_noise(assembly, state_key, 5, 3)
     np.testing.assert_array_equal(
         np.asarray(eps), np.asarray(noise.acting_noise(state_key, 5, 1.0, (3, 1), 999)))
-    params = program.learner.init(jax.random.key(1)).actor_params
+    params = assembly.learner.init(jax.random.key(1)).actor_params
     obs = np.array([[-0.5, 0.0], [-0.4, 0.01], [0.1, -0.02]], np.float32)
-    action = program.learner.act(params, obs, jax.random.key(2), noise=eps)
+    action = assembly.learner.act(params, obs, jax.random.key(2), noise=eps)
     mean, log_std = Actor(1, (8,)).apply(params, obs)
     np.testing.assert_allclose(np.asarray(action),
                                np.tanh(np.asarray(mean) + np.exp(np.asarray(log_std))
                                        * np.asarray(eps)), rtol=1e-6)
-    assert exploration_noise(build_program(config.replace(action_noise_exponent=0.0)),
+    assert exploration_noise(assemble(config.replace(action_noise_exponent=0.0)),
                              state_key, 5, 3) is None
 
 
@@ -119,10 +119,10 @@ def test_bad_noise_settings_are_named(changes, message):
 
 def test_colored_noise_needs_box_actions_and_a_horizon():
     with pytest.raises(ValueError, match=r"action_noise_exponent=1\.0.*Discrete"):
-        build_program(jaxsac.SACConfig(env_id="CartPole-v1", action_noise_exponent=1.0))
+        assemble(jaxsac.SACConfig(env_id="CartPole-v1", action_noise_exponent=1.0))
     with pytest.raises(ValueError, match=r"action_noise_horizon=None.*no registered time "
                                          r"limit"):
-        build_program(jaxsac.SACConfig(env_id="MultiAgentPendulum-v1", num_agents=2,
+        assemble(jaxsac.SACConfig(env_id="MultiAgentPendulum-v1", num_agents=2,
                                        action_noise_exponent=1.0))
 
 
@@ -132,10 +132,10 @@ def test_both_loops_act_with_the_same_colored_noise():
                               buffer_capacity=200, log_every=200, total_env_steps=400,
                               learning_starts=200, batch_size=16, action_noise_exponent=2.0,
                               action_noise_horizon=50, hidden_sizes=(8,))
-    program = build_program(config)
-    state = init_state(program, jax.random.key(4))
+    assembly = assemble(config)
+    state = init_state(assembly, jax.random.key(4))
     root, iteration = state.key, 73
-    policy = acting_functions(config, program.obs_dim, program.actions)["policy"]
+    policy = acting_functions(config, assembly.obs_dim, assembly.actions)["policy"]
     obs = np.asarray(state.runner.obs)
     host_action = policy(state.learner.actor_params, state.runner.obs_norm, obs, root,
                          iteration)
@@ -144,6 +144,6 @@ def test_both_loops_act_with_the_same_colored_noise():
     np.testing.assert_allclose(np.asarray(host_action),
                                np.tanh(np.asarray(mean) + np.exp(np.asarray(log_std))
                                        * np.asarray(eps)), rtol=1e-6)
-    act = policy_act_fn(program, state.replace(iteration=iteration))
+    act = policy_act_fn(assembly, state.replace(iteration=iteration))
     jax_action = act(obs, jax.random.key(0))  # the key draws nothing with colored noise
     np.testing.assert_allclose(np.asarray(jax_action), np.asarray(host_action), rtol=1e-6)

@@ -14,8 +14,8 @@ import jaxsac
 from jaxsac import checkpoint
 from jaxsac.envs import EnvFailureError
 from jaxsac.replay.state import FAILED, NOT_A_START, RESET, TRUNCATED
-from tests.helpers import assert_counter_transitions_are_real, buffer_rows, leaves_equal
-from tests.ray_envs import (
+from tests.support.helpers import assert_counter_transitions_are_real, buffer_rows, leaves_equal
+from tests.support.ray_envs import (
     ALWAYS_DIES_ENV_ID,
     COUNTER_ENV_ID,
     DEATH_STEP,

@@ -27,8 +27,8 @@ from tests.conftest import (
     RECURRING_FAULT_ENV_ID,
     FaultyEnv,
 )
-from tests.helpers import TINY, assert_counter_transitions_are_real, buffer_rows
-from tests.ray_envs import COUNTER_ENV_ID
+from tests.support.helpers import TINY, assert_counter_transitions_are_real, buffer_rows
+from tests.support.ray_envs import COUNTER_ENV_ID
 
 GAMMA = 0.9
 
@@ -80,8 +80,8 @@ def test_failed_env_steps_are_never_stored_as_transitions(tmp_path):
                      else buffer.last_next_obs[row % num_envs])
         np.testing.assert_array_equal(following, next_obs)
 
-    program = jaxsac.program.host_program(config, 3, 1)
-    batch = jax.jit(program.buffer.sample)(result.state.buffer, jax.random.key(0))
+    assembly = jaxsac.assembly.host_assembly(config, 3, 1)
+    batch = jax.jit(assembly.buffer.sample)(result.state.buffer, jax.random.key(0))
     for b in range(config.batch_size):
         current, total = np.asarray(batch.obs[b]), 0.0
         for i in range(int(batch.n_step[b])):

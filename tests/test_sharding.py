@@ -1,7 +1,7 @@
 """Data shards and their placement on a device mesh (jaxsac.sharding).
 
-The multi-device runs happen in fresh processes (tests/sharding_child.py and
-tests/checkpoint_child.py) started with 4 forced CPU devices: XLA_FLAGS must be set
+The multi-device runs happen in fresh processes (tests/support/sharding_child.py and
+tests/support/checkpoint_child.py) started with 4 forced CPU devices: XLA_FLAGS must be set
 before jax starts, and this process already runs on one device. Each of them checks a
 4-device run against the same run on one device with the same data shards.
 """
@@ -25,9 +25,10 @@ import jaxsac
 from jaxsac import checkpoint, distributed
 from jaxsac.replay import ReplayBuffer, episode_buffer, scheduled_beta, sharded_buffer
 from jaxsac.types import Step
-from tests import helpers
+from tests.support import helpers
 
 TESTS = Path(__file__).resolve().parent
+SUPPORT = TESTS / "support"
 ROOT = TESTS.parent
 DEVICES = 4
 TINY = {**helpers.TINY, "total_env_steps": 400, "num_envs": 4, "data_shards": DEVICES}
@@ -51,7 +52,7 @@ def child_env(cache: Path, devices: int) -> dict[str, str]:
 
 
 def run_child(cache: Path, devices: int, script: str, *args: str):
-    proc = subprocess.run([sys.executable, str(TESTS / script), *args],
+    proc = subprocess.run([sys.executable, str(SUPPORT / script), *args],
                           env=child_env(cache, devices), cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import jaxsac
+from jaxsac.assembly import assemble, init_state
+from jaxsac.jax_loop import make_train
 from jaxsac.learner import Hyperparams
-from jaxsac.loop import make_train
-from jaxsac.program import build_program, init_state
 from jaxsac.schedule import (
     Phase,
     gradient_schedule,
@@ -28,7 +28,7 @@ from jaxsac.schedule import (
     warmup_iterations,
 )
 from jaxsac.train import train
-from tests.helpers import TINY, leaves_equal
+from tests.support.helpers import TINY, leaves_equal
 
 
 @pytest.mark.parametrize(("learning_starts", "num_envs"), [(0, 1), (1, 1), (100, 1), (100, 8),
@@ -93,8 +93,8 @@ def test_same_config_and_key_give_the_same_bits():
 @pytest.mark.parametrize("impl", ["philox4x32", "threefry2x32"])
 def test_the_run_starts_from_its_configured_generator_whatever_the_key(impl):
     config = jaxsac.SACConfig(**{**TINY, "total_env_steps": 200, "prng_impl": impl})
-    program = build_program(config)
-    start = jax.jit(lambda key: init_state(program, key, Hyperparams.from_config(config)))
+    assembly = assemble(config)
+    start = jax.jit(lambda key: init_state(assembly, key, Hyperparams.from_config(config)))
     typed, raw = start(jax.random.key(5)), start(jax.random.PRNGKey(5))
     assert str(jax.random.key_impl(typed.key)) == impl
     assert leaves_equal(typed, raw)  # a raw uint32 key and its typed twin start one run
@@ -126,7 +126,7 @@ def test_train_period_by_period_is_reproducible_and_matches_make_train(learning_
 
 
 def test_jitted_program_is_traced_once_per_call(monkeypatch):
-    import jaxsac.loop as loop
+    import jaxsac.jax_loop as loop
 
     calls = []
     original = loop.training_step
@@ -189,8 +189,8 @@ def test_evaluate_jax_matches_a_gymnasium_rollout():
     act = jax.jit(lambda o: learner.act(params, o[None], key, deterministic=True)[0])
     for episode in range(3):
         # Start gymnasium from the JAX env's reset state for this episode.
-        program = build_program(config)
-        states, _ = jax.vmap(program.env.reset)(jax.random.split(key, 3))
+        assembly = assemble(config)
+        states, _ = jax.vmap(assembly.env.reset)(jax.random.split(key, 3))
         obs, _ = env.reset(seed=0)
         theta = float(states.env_state.theta[episode])
         theta_dot = float(states.env_state.theta_dot[episode])
@@ -310,10 +310,10 @@ def test_a_repeated_train_compiles_nothing_and_every_period_shares_one_trace(mon
     config = jaxsac.SACConfig(**{**TINY, "total_env_steps": 1_200, "learning_starts": 450,
                                  "eval_episodes": 3})  # warm-up: periods 0-2
     traces = []
-    original = jaxsac.loop.run_period
-    monkeypatch.setattr(jaxsac.loop, "run_period",
+    original = jaxsac.jax_loop.run_period
+    monkeypatch.setattr(jaxsac.jax_loop, "run_period",
                         lambda *args: traces.append(1) or original(*args))
-    jaxsac.loop._cached_jax_loop.cache_clear()  # as in a fresh process
+    jaxsac.jax_loop._cached_jax_loop.cache_clear()  # as in a fresh process
     jax.clear_caches()
     results = []
     names = compiled_programs(lambda: results.append(train(config, progress=False)))

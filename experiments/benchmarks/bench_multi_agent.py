@@ -5,7 +5,7 @@
 MultiAgentPendulum-v1, one env copy, one module per agent (vmapped over a module axis),
 batch 256, 256×256 networks, one gradient step per env step of each agent, learning
 starts 1,000. Each log period is 1,000 env steps of every agent. Reported: the compile
-time of the steady period program, env steps/s per agent and in total (all agents),
+time of the steady period assembly, env steps/s per agent and in total (all agents),
 and the load average before and after.
 """
 
@@ -20,9 +20,9 @@ import jax
 
 import jaxsac
 from experiments.benchmarks.bench_train import time_steady_periods
+from jaxsac.assembly import assemble, init_state
+from jaxsac.jax_loop import run_period
 from jaxsac.learner import Hyperparams
-from jaxsac.loop import run_period
-from jaxsac.program import build_program, init_state
 
 
 def bench_config(num_agents: int) -> jaxsac.SACConfig:
@@ -34,11 +34,11 @@ def bench_config(num_agents: int) -> jaxsac.SACConfig:
 
 def bench(num_agents: int, periods: int) -> dict:
     config = bench_config(num_agents)
-    program = build_program(config)
-    state = jax.jit(lambda k: init_state(program, k, Hyperparams.from_config(config)))(
+    assembly = assemble(config)
+    state = jax.jit(lambda k: init_state(assembly, k, Hyperparams.from_config(config)))(
         jax.random.key(0))
-    state, _ = jax.jit(lambda s: run_period(program, s, 0))(state)  # warm-up period
-    steady = jax.jit(lambda s, p: run_period(program, s, p), donate_argnums=0)
+    state, _ = jax.jit(lambda s: run_period(assembly, s, 0))(state)  # warm-up period
+    steady = jax.jit(lambda s, p: run_period(assembly, s, p), donate_argnums=0)
     per_period, first = time_steady_periods(steady, state, periods)
     per_agent = config.log_every / per_period
     return {"agents": num_agents, "env_steps_per_s_per_agent": round(per_agent, 1),

@@ -8,7 +8,7 @@ gradient step per env step, 4 data shards (`--shards`) on every device count (so
 run computes the same global batches; each device holds shards / devices of them).
 Each device count runs in its own process; on the CPU the devices are forced host
 devices (XLA_FLAGS=--xla_force_host_platform_device_count=N), which share the cores.
-Reported per device count: compile time of the steady period program, env steps/s
+Reported per device count: compile time of the steady period assembly, env steps/s
 (= gradient steps/s) over the timed periods, and the collectives XLA put into that
 program with the bytes each moves (from the compiled HLO).
 """
@@ -66,17 +66,17 @@ def child(periods: int, num_shards: int) -> dict:
     import jax.numpy as jnp
 
     from jaxsac import sharding
+    from jaxsac.assembly import assemble, init_state
+    from jaxsac.jax_loop import run_period, run_periods
     from jaxsac.learner import Hyperparams
-    from jaxsac.loop import run_period, run_periods
-    from jaxsac.program import build_program, init_state
 
     config = bench_config(num_shards)
     mesh = sharding.make_mesh()
-    program = build_program(config, placement=sharding.placement(mesh))
+    assembly = assemble(config, placement=sharding.placement(mesh))
     hparams = Hyperparams.from_config(config)
-    state = jax.jit(lambda k: init_state(program, k, hparams))(jax.random.key(0))
-    state, _ = jax.jit(lambda s: run_periods(program, s, 0, 1))(state)  # warm-up, first updates
-    steady = jax.jit(lambda s, p: run_period(program, s, p), donate_argnums=0)
+    state = jax.jit(lambda k: init_state(assembly, k, hparams))(jax.random.key(0))
+    state, _ = jax.jit(lambda s: run_periods(assembly, s, 0, 1))(state)  # warm-up, first updates
+    steady = jax.jit(lambda s, p: run_period(assembly, s, p), donate_argnums=0)
     start = time.perf_counter()
     compiled = steady.lower(state, jnp.int32(1)).compile()
     compile_s = time.perf_counter() - start

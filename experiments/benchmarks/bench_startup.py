@@ -13,7 +13,7 @@ first gradient steps), 10 evaluation episodes per period, the default networks.
 - warm: a fresh process again, with the folder the cold run filled (what the CLI and
   `make train` do by default);
 - repeated: the same config again in the same process (`train` keeps its compiled
-  programs, jaxsac.loop.jax_loop), alternating with one jitted `make_train` program of
+  programs, jaxsac.jax_loop.kept_jax_loop), alternating with one jitted `make_train` program of
   the same config run again in that process.
 
 Each fresh process reports, from its first line (before `import jax`): the imports,

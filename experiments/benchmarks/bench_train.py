@@ -4,7 +4,7 @@
 
 Pendulum-v1, batch 256, 256×256 networks, one gradient step per env step, learning
 starts 1,000. Each log period is 1,000 env steps. Reported: the compile time of the
-steady-state period program, and env steps/s over the steady periods after it (the JAX
+steady-state period assembly, and env steps/s over the steady periods after it (the JAX
 path with 1 seed and with seeds vmapped; the gymnasium host loop).
 """
 
@@ -19,10 +19,10 @@ import jax
 import jax.numpy as jnp
 
 import jaxsac
+from jaxsac.assembly import assemble, init_state
 from jaxsac.host_loop import HostLoop, host_runner
+from jaxsac.jax_loop import run_period
 from jaxsac.learner import Hyperparams
-from jaxsac.loop import run_period
-from jaxsac.program import build_program, init_state
 
 
 def bench_config(**changes) -> jaxsac.SACConfig:
@@ -50,15 +50,15 @@ def time_steady_periods(steady, state, periods: int) -> tuple[float, float]:
 
 def bench_jax(num_seeds: int, periods: int) -> dict:
     config = bench_config(backend="jax")
-    program = build_program(config)
+    assembly = assemble(config)
     def vm(f, in_axes=0):
         return jax.vmap(f, in_axes=in_axes) if num_seeds > 1 else f
 
-    init = jax.jit(vm(lambda k: init_state(program, k, Hyperparams.from_config(config))))
+    init = jax.jit(vm(lambda k: init_state(assembly, k, Hyperparams.from_config(config))))
     keys = jax.random.split(jax.random.key(0), num_seeds) if num_seeds > 1 else jax.random.key(0)
     state = init(keys)
-    state, _ = jax.jit(vm(lambda s: run_period(program, s, 0)))(state)  # warm-up period
-    steady = jax.jit(vm(lambda s, p: run_period(program, s, p), in_axes=(0, None)),
+    state, _ = jax.jit(vm(lambda s: run_period(assembly, s, 0)))(state)  # warm-up period
+    steady = jax.jit(vm(lambda s, p: run_period(assembly, s, p), in_axes=(0, None)),
                      donate_argnums=0)
     per_period, first = time_steady_periods(steady, state, periods)
     return {"path": "jax", "seeds": num_seeds,

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 
 from experiments.benchmarks.interleaved import interleaved_ms, machine, quantiles
 from experiments.benchmarks.profile_iteration import config_for, state_after
-from jaxsac.loop import run_iterations
+from jaxsac.jax_loop import run_iterations
 
 POLYAK = 0.995  # rejax's name for 1 - tau
 
@@ -74,15 +74,15 @@ def main() -> None:
     args = parser.parse_args()
     n = args.iterations
 
-    program, state = state_after(config_for(), 2)
-    batch = jax.jit(program.buffer.sample)(state.buffer, jax.random.key(1))
+    assembly, state = state_after(config_for(), 2)
+    batch = jax.jit(assembly.buffer.sample)(state.buffer, jax.random.key(1))
     keys = jax.random.split(jax.random.key(2), n)
 
     def jaxsac_updates(learner_state, batch):
-        return jax.lax.scan(lambda s, k: (program.learner.update(s, batch, k)[0], None),
+        return jax.lax.scan(lambda s, k: (assembly.learner.update(s, batch, k)[0], None),
                             learner_state, keys)[0]
 
-    jaxsac_iterations = jax.jit(lambda s: run_iterations(program, s, s.iteration, n)[0])
+    jaxsac_iterations = jax.jit(lambda s: run_iterations(assembly, s, s.iteration, n)[0])
     jaxsac_update_scan = jax.jit(jaxsac_updates)
     ts, rejax_iterations, rejax_update_scan = rejax_setup(n)
     calls = {

@@ -56,7 +56,7 @@ def machine() -> dict[str, Any]:
 def main() -> None:
     from experiments.benchmarks.profile_iteration import config_for, state_after
     from jaxsac.config import PRNG_IMPLS
-    from jaxsac.loop import run_iterations
+    from jaxsac.jax_loop import run_iterations
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=25)
@@ -65,8 +65,8 @@ def main() -> None:
 
     calls = {}
     for impl in PRNG_IMPLS:
-        program, state = state_after(config_for(prng_impl=impl), 2)
-        segment = jax.jit(lambda s, p=program: run_iterations(p, s, s.iteration,
+        assembly, state = state_after(config_for(prng_impl=impl), 2)
+        segment = jax.jit(lambda s, p=assembly: run_iterations(p, s, s.iteration,
                                                            args.iterations)[0])
         calls[impl] = lambda f=segment, s=state: f(s)
     ms = interleaved_ms(calls, args.rounds, args.iterations)

@@ -36,10 +36,10 @@ import jax.numpy as jnp
 
 import jaxsac
 from experiments.benchmarks.bench_update import best_time
+from jaxsac.assembly import assemble, init_state, iteration_keys
 from jaxsac.iteration import gradient_steps
+from jaxsac.jax_loop import run_iterations, run_period
 from jaxsac.learner import Hyperparams
-from jaxsac.loop import run_iterations, run_period
-from jaxsac.program import build_program, init_state, iteration_keys
 
 
 def config_for(**changes) -> jaxsac.SACConfig:
@@ -50,12 +50,12 @@ def config_for(**changes) -> jaxsac.SACConfig:
 
 
 def state_after(config: jaxsac.SACConfig, periods: int):
-    program = build_program(config)
-    state = jax.jit(lambda k: init_state(program, k, Hyperparams.from_config(config)))(
+    assembly = assemble(config)
+    state = jax.jit(lambda k: init_state(assembly, k, Hyperparams.from_config(config)))(
         jax.random.key(0))
     for period in range(periods):
-        state, _ = jax.jit(lambda s, p=period: run_period(program, s, p))(state)
-    return program, state
+        state, _ = jax.jit(lambda s, p=period: run_period(assembly, s, p))(state)
+    return assembly, state
 
 
 def loop_body_ops(compiled_text: str) -> dict[str, int]:
@@ -81,11 +81,11 @@ def loop_body_ops(compiled_text: str) -> dict[str, int]:
 
 def compile_seconds(config: jaxsac.SACConfig) -> float:
     """Seconds to lower and compile the steady log-period program of `config`."""
-    program = build_program(config)
-    state = jax.eval_shape(lambda k: init_state(program, k, Hyperparams.from_config(config)),
+    assembly = assemble(config)
+    state = jax.eval_shape(lambda k: init_state(assembly, k, Hyperparams.from_config(config)),
                            jax.random.key(0))
     start = time.perf_counter()
-    jax.jit(lambda s: run_period(program, s, jnp.int32(2))).lower(state).compile()
+    jax.jit(lambda s: run_period(assembly, s, jnp.int32(2))).lower(state).compile()
     return time.perf_counter() - start
 
 
@@ -98,24 +98,24 @@ def main() -> None:
     n, repeats = args.iterations, args.repeats
 
     config = config_for()
-    program, state = state_after(config, 2)
+    assembly, state = state_after(config, 2)
     collect_program, _ = state_after(config_for(utd_ratio=1e-3), 0)
     stats = state.runner.obs_norm
-    batch = jax.jit(program.buffer.sample)(state.buffer, jax.random.key(1))
+    batch = jax.jit(assembly.buffer.sample)(state.buffer, jax.random.key(1))
 
     def scan(body, carry):
         return jax.lax.scan(lambda c, k: (body(c, k), None), carry,
                             jax.random.split(jax.random.key(2), n))[0]
 
     pieces = {
-        "iteration": jax.jit(lambda s: run_iterations(program, s, s.iteration, n)[0]),
+        "iteration": jax.jit(lambda s: run_iterations(assembly, s, s.iteration, n)[0]),
         "collect": jax.jit(lambda s: run_iterations(collect_program, s, s.iteration, n)[0]),
         "sample + update": jax.jit(lambda s: scan(lambda c, k: gradient_steps(
-            program, c[0], c[1], stats, k, 1)[:2], (s.learner, s.buffer))),
+            assembly, c[0], c[1], stats, k, 1)[:2], (s.learner, s.buffer))),
         "update": jax.jit(lambda s: scan(
-            lambda ls, k: program.learner.update(ls, batch, k)[0], s.learner)),
+            lambda ls, k: assembly.learner.update(ls, batch, k)[0], s.learner)),
         "sample": jax.jit(lambda s: scan(
-            lambda acc, k: acc + program.buffer.sample(s.buffer, k).reward[0],
+            lambda acc, k: acc + assembly.buffer.sample(s.buffer, k).reward[0],
             jnp.zeros(()))),
         "random": jax.jit(lambda s: scan(
             lambda acc, k: acc + jax.random.key_data(jax.random.split(

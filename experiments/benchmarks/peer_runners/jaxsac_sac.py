@@ -12,7 +12,7 @@ with --stop-at-return the callback also stops the run once the period's evaluati
 reaches that return.
 
 --api make_train (the default for --num-seeds > 1; JAX backend only): the whole run as
-one program, `jax.jit(jax.vmap(jaxsac.make_train(config, period_callback=...)))(split(
+one assembly, `jax.jit(jax.vmap(jaxsac.make_train(config, period_callback=...)))(split(
 key(seed), n))`, as rejax's runner does it. The timestamps come from the period
 callback, which the program calls at each log period's end after its evaluation, the
 same kind of timestamp the rejax runner takes in its evaluation callback.
@@ -124,7 +124,7 @@ def main() -> None:
     # or the argmax for Discrete actions), with the run's observation statistics, on
     # gymnasium's env or, for a Playground task, on the raw Playground env.
     from jaxsac import connectors, envs
-    from jaxsac.program import deterministic_policy
+    from jaxsac.assembly import deterministic_policy
 
     playground = args.env_id.startswith(common.PLAYGROUND_PREFIX)
     if playground:
@@ -137,7 +137,7 @@ def main() -> None:
     actions = connectors.module_actions(space.action_space)
     policy = deterministic_policy(config, obs_dim, actions)
     to_env = actions.to_env
-    # The statistics the run normalized with (Program.obs_stats: the JAX runner's, or
+    # The statistics the run normalized with (Assembly.obs_stats: the JAX runner's, or
     # the host loop's state.runner itself); the identity when normalize_obs is off.
     stats = state.runner.obs_norm if args.backend == "jax" else state.runner
     params = state.learner.actor_params

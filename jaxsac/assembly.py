@@ -1,10 +1,10 @@
-"""The assembly of a run: its pure pieces (`Program`), its state (`TrainState`), the
+"""The assembly of a run: its pure pieces (`Assembly`), its state (`TrainState`), the
 initial state, its keys, and the one policy function every caller acts with.
 
-`build_program(config)` is where a run's shape is decided, once: a single-agent env
+`assemble(config)` is where a run's shape is decided, once: a single-agent env
 gets the learner, buffer and JAX runner of `config`; a multi-agent env gets them
 stacked over modules (jaxsac.agents) and a runner over all agents' columns. The loops
-(jaxsac.loop, jaxsac.host_loop) and evaluation use a Program without asking which.
+(jaxsac.jax_loop, jaxsac.host_loop) and evaluation use a Assembly without asking which.
 """
 
 from __future__ import annotations
@@ -50,11 +50,11 @@ class TrainState:
     episodes: Any
 
 
-class Program(NamedTuple):
+class Assembly(NamedTuple):
     """The pure pieces of one run, built from a config (and swept values).
 
-    config: the config one module trains with (`agents.module_config` of a multi-agent
-        config; the config itself otherwise).
+    module_config: the config one module trains with (`agents.module_config` of a
+        multi-agent config; the run's config itself otherwise).
     env: the JAX env (None for a gymnasium run); runner: its JaxRunner (None likewise).
     actions: the action adapter of the env's action space (module actions, their
         storage and the policy head the learner uses follow from it).
@@ -64,7 +64,7 @@ class Program(NamedTuple):
         the compiled program (`make_train(..., period_callback=)`); None: no call.
     """
 
-    config: SACConfig
+    module_config: SACConfig
     env: Any
     learner: Learner
     buffer: ReplayBuffer
@@ -85,7 +85,7 @@ class Program(NamedTuple):
     def env_steps_per_iteration(self) -> int:
         """Env steps one iteration counts: num_envs (each agent's own, E, for several
         agents)."""
-        return self.config.num_envs if self.agents is None else self.agents.num_envs
+        return self.module_config.num_envs if self.agents is None else self.agents.num_envs
 
 
 def _validate_agents(config: SACConfig) -> None:
@@ -113,7 +113,7 @@ def validate(config: SACConfig, placement: sharding.Placement | None = None) -> 
         if backend != "gymnasium":
             raise ValueError(f"SACConfig.num_env_runners={config.num_env_runners} needs "
                              f"gymnasium envs, but env_id={config.env_id!r} runs on the JAX "
-                             "backend (inside the compiled program); set backend='gymnasium' "
+                             "backend (inside the compiled assembly); set backend='gymnasium' "
                              "or num_env_runners=0")
         check_ray_installed(f"SACConfig.num_env_runners={config.num_env_runners}")
     _validate_agents(config)
@@ -130,24 +130,24 @@ def validate(config: SACConfig, placement: sharding.Placement | None = None) -> 
     return backend
 
 
-def build_program(config: SACConfig, gamma: Any = None,
-                  placement: sharding.Placement | None = None) -> Program:
+def assemble(config: SACConfig, gamma: Any = None,
+                  placement: sharding.Placement | None = None) -> Assembly:
     """Learner, buffer and JAX runner for `config` (a JAX env); `gamma` may be traced (a
     sweep). `placement` puts the state's arrays on a device mesh (jaxsac.sharding)."""
     if validate(config, placement) != "jax":
         raise ValueError(f"SACConfig.backend={config.backend!r}: env_id={config.env_id!r} "
                          "runs on gymnasium; make_train needs a JAX env (use train(config))")
     if envs.is_multi_agent(config.env_id):
-        return _multi_agent_program(config, gamma)
+        return _multi_agent_assembly(config, gamma)
     env = envs.make(config.env_id, backend="jax", obs_keys=config.obs_keys)
     runner = make_jax_runner(env, config.num_envs, normalize_obs=config.normalize_obs)
-    return Program(config, env, make_learner(config, runner.obs_dim, runner.actions),
+    return Assembly(config, env, make_learner(config, runner.obs_dim, runner.actions),
                    make_buffer(config, config.gamma if gamma is None else gamma), runner,
                    connectors.EnvToModule(normalize=config.normalize_obs), runner.obs_dim,
                    runner.actions, placement=placement)
 
 
-def _multi_agent_program(config: SACConfig, gamma: Any) -> Program:
+def _multi_agent_assembly(config: SACConfig, gamma: Any) -> Assembly:
     """Stacked per-module learner and buffer, a runner over all E·N agent columns, and
     the multi-agent env (for evaluation)."""
     per_module = agents.module_config(config)
@@ -159,18 +159,18 @@ def _multi_agent_program(config: SACConfig, gamma: Any) -> Program:
                               per_module, layout)
     buffer = replay.stacked_buffer(
         make_buffer(per_module, per_module.gamma if gamma is None else gamma), layout)
-    return Program(per_module, env, learner, buffer, runner,
+    return Assembly(per_module, env, learner, buffer, runner,
                    connectors.EnvToModule(normalize=config.normalize_obs), runner.obs_dim,
                    runner.actions, agents=layout)
 
 
-def host_program(config: SACConfig, obs_dim: int,
-                 actions: connectors.ModuleActions | int) -> Program:
+def host_assembly(config: SACConfig, obs_dim: int,
+                 actions: connectors.ModuleActions | int) -> Assembly:
     """The learner and buffer of a run whose envs live on the host (no JAX env or
     runner): the gymnasium loop, and checkpoint templates of such runs. `actions`: the
     action adapter (an int d: the Box [-1, 1]^d)."""
-    actions = connectors.module_actions(actions, "host_program")
-    return Program(config, None, make_learner(config, obs_dim, actions),
+    actions = connectors.module_actions(actions, "host_assembly")
+    return Assembly(config, None, make_learner(config, obs_dim, actions),
                    make_buffer(config, config.gamma), None,
                    connectors.EnvToModule(normalize=config.normalize_obs), obs_dim, actions)
 
@@ -226,54 +226,54 @@ def eval_key(root: jax.Array, period: jax.Array) -> jax.Array:
     return jax.random.fold_in(jax.random.fold_in(root, 1), period)
 
 
-def place(program: Program, state: TrainState) -> TrainState:
+def place(assembly: Assembly, state: TrainState) -> TrainState:
     """`state` constrained to the program's placement (unchanged on one device)."""
-    return state if program.placement is None else program.placement.constrain(state)
+    return state if assembly.placement is None else assembly.placement.constrain(state)
 
 
-def init_state(program: Program, key: jax.Array, hparams: Hyperparams | None = None
+def init_state(assembly: Assembly, key: jax.Array, hparams: Hyperparams | None = None
                ) -> TrainState:
     """The state before the first iteration, for one seed (`jax.vmap` it over keys
     [S] for S seeds). Every key of the run derives from `key` (a typed or raw key),
     re-keyed for `config.prng_impl`; `hparams` default to the config's. A program
     without a JAX runner (the gymnasium loop) starts its `runner` field as observation
     statistics before any observation."""
-    hparams = Hyperparams.from_config(program.config) if hparams is None else hparams
-    key = run_generator_key(key, program.config.prng_impl)
+    hparams = Hyperparams.from_config(assembly.module_config) if hparams is None else hparams
+    key = run_generator_key(key, assembly.module_config.prng_impl)
     learner_key, runner_key, run_key = jax.random.split(key, 3)
-    runner = (program.env_to_module.init(program.obs_dim) if program.runner is None
-              else program.runner.init(runner_key))
-    return place(program, TrainState(
-        learner=program.learner.init(learner_key, hparams),
-        buffer=program.buffer.init(example_step(program.obs_dim, program.actions)),
+    runner = (assembly.env_to_module.init(assembly.obs_dim) if assembly.runner is None
+              else assembly.runner.init(runner_key))
+    return place(assembly, TrainState(
+        learner=assembly.learner.init(learner_key, hparams),
+        buffer=assembly.buffer.init(example_step(assembly.obs_dim, assembly.actions)),
         runner=runner,
         key=run_key,
         iteration=jnp.zeros((), jnp.int32),
-        episodes=empty_episode_stats(program.agents),
+        episodes=empty_episode_stats(assembly.agents),
     ))
 
 
-def act(program: Program, actor_params: Any, obs_stats: Any, obs: jax.Array, key: jax.Array,
+def act(assembly: Assembly, actor_params: Any, obs_stats: Any, obs: jax.Array, key: jax.Array,
         deterministic: bool = False, noise: jax.Array | None = None) -> jax.Array:
     """The policy: module actions [B, *action shape] for raw flattened observations
     obs [B, obs_dim] (the env-to-module connector applied with `obs_stats`), sampled, or
     the mode when `deterministic` (tanh(μ) in [-1, 1] for a Box, argmax for Discrete).
     For stacked modules B is E·N agent columns. noise: the sample's ε [B, |A|]
     (`exploration_noise`); None: white draws from `key`."""
-    module_obs = program.env_to_module.apply(obs_stats, obs)
-    return program.learner.act(actor_params, module_obs, key, deterministic, noise)
+    module_obs = assembly.env_to_module.apply(obs_stats, obs)
+    return assembly.learner.act(actor_params, module_obs, key, deterministic, noise)
 
 
-def exploration_noise(program: Program, root: jax.Array, iteration: jax.Array,
+def exploration_noise(assembly: Assembly, root: jax.Array, iteration: jax.Array,
                       batch_size: int) -> jax.Array | None:
     """The acting ε [batch_size, |A|] of `iteration` with colored exploration noise
     (`config.action_noise_exponent` > 0, jaxsac.noise); None for white noise, which
     the policy draws from its key."""
-    config = program.config
+    config = assembly.module_config
     if not config.action_noise_exponent:
         return None
     return noise.acting_noise(root, iteration, config.action_noise_exponent,
-                              (batch_size, program.actions.dim), noise_horizon(config))
+                              (batch_size, assembly.actions.dim), noise_horizon(config))
 
 
 def noise_horizon(config: SACConfig) -> int:
@@ -293,7 +293,7 @@ def deterministic_policy(config: SACConfig, obs_dim: int,
     """Jitted (actor_params, obs_stats, raw obs [B, obs_dim]) -> the mode [B, *action
     shape] of one module of `config` (what evaluation on the host and `load_policy` act
     with)."""
-    program = host_program(config, obs_dim, actions)
+    assembly = host_assembly(config, obs_dim, actions)
     key = jax.random.key(0)  # unused by the deterministic action
-    return jax.jit(lambda params, stats, obs: act(program, params, stats, obs, key,
+    return jax.jit(lambda params, stats, obs: act(assembly, params, stats, obs, key,
                                                   deterministic=True))

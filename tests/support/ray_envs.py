@@ -77,7 +77,8 @@ def _register() -> None:
                            (HANGS_ONCE_ENV_ID, {"die_at_step": DEATH_STEP, "die_env_seed": 0,
                                                 "hang": True})):
         if env_id not in gymnasium.registry:
-            gymnasium.register(env_id, entry_point="tests.ray_envs:CounterEnv", kwargs=kwargs,
+            gymnasium.register(env_id, entry_point="tests.support.ray_envs:CounterEnv",
+                               kwargs=kwargs,
                                max_episode_steps=COUNTER_EPISODE_STEPS,
                                disable_env_checker=True)
 

@@ -3,10 +3,10 @@
 The parent sets XLA_FLAGS=--xla_force_host_platform_device_count=N and JAX_PLATFORMS=cpu
 in this process's environment, so jax starts with N devices.
 
-    python tests/sharding_child.py make_train CONFIG_JSON NUM_SEEDS
+    python tests/support/sharding_child.py make_train CONFIG_JSON NUM_SEEDS
         make_train(config), vmapped over the seeds when NUM_SEEDS > 1, once on a mesh of
         all devices and once on a mesh of the first device only (the same data_shards).
-    python tests/sharding_child.py train CONFIG_JSON NUM_SEEDS
+    python tests/support/sharding_child.py train CONFIG_JSON NUM_SEEDS
         jaxsac.train(config, num_seeds) on both meshes in turn.
 
 The last stdout line is JSON: {"devices", "max_param_difference", "max_param_change",
@@ -69,11 +69,11 @@ def run(mode: str, config, keys, mesh):
 def initial_state(config, keys):
     import jax
 
+    from jaxsac.assembly import assemble, init_state
     from jaxsac.learner import Hyperparams
-    from jaxsac.program import build_program, init_state
 
-    program = build_program(config)
-    init = lambda key: init_state(program, key, Hyperparams.from_config(config))
+    assembly = assemble(config)
+    init = lambda key: init_state(assembly, key, Hyperparams.from_config(config))
     return jax.jit(over_seeds(init, keys))(keys)
 
 
@@ -99,7 +99,7 @@ def main(argv: list[str]) -> None:
 
     import jaxsac
     from jaxsac import sharding
-    from jaxsac.program import run_keys
+    from jaxsac.assembly import run_keys
 
     mode, config_json, *rest = argv
     if mode not in ("make_train", "train"):

@@ -5,7 +5,7 @@ gradient steps due), whatever its phase: the iteration's index picks the phase w
 `lax.cond`. A log period is a `lax.scan` over its iterations followed by an evaluation
 and the period's metrics row (`run_period`, the period may be traced); `make_train` is
 a scan over every log period of a run, one pure function, jit- and vmap-able (seeds,
-swept hyperparameters). `JaxLoop` is `train`'s view of the same program: the initial
+swept hyperparameters). `JaxLoop` is `train`'s view of the same assembly: the initial
 state and one log period per call, with host work between them.
 """
 
@@ -19,21 +19,21 @@ import jax
 import jax.numpy as jnp
 
 from jaxsac import checks, compilation, envs, sharding
-from jaxsac.config import SACConfig
-from jaxsac.evaluation import evaluate_returns
-from jaxsac.iteration import learn, skip_learning, store
-from jaxsac.learner import Hyperparams
-from jaxsac.metrics import period_row
-from jaxsac.program import (
-    Program,
+from jaxsac.assembly import (
+    Assembly,
     TrainState,
-    build_program,
+    assemble,
     eval_key,
     exploration_noise,
     init_state,
     iteration_keys,
     place,
 )
+from jaxsac.config import SACConfig
+from jaxsac.evaluation import evaluate_returns
+from jaxsac.iteration import learn, skip_learning, store
+from jaxsac.learner import Hyperparams
+from jaxsac.metrics import period_row
 from jaxsac.runners import random_act_fn
 from jaxsac.schedule import iterations_per_period, num_periods, warmup_iterations
 
@@ -41,81 +41,81 @@ SWEEPABLE = ("actor_lr", "critic_lr", "alpha_lr", "tau", "initial_alpha", "gamma
 """SACConfig fields `make_train(config, sweep=...)` takes as traced arguments."""
 
 
-def policy_act_fn(program: Program, state: TrainState):
+def policy_act_fn(assembly: Assembly, state: TrainState):
     """The policy's act_fn (obs [E, obs_dim], key) -> module actions [E, *action shape],
     with the iteration's colored exploration noise when the config asks for it."""
-    noise = exploration_noise(program, state.key, state.iteration, program.runner.num_envs)
-    return lambda obs, key: program.learner.act(state.learner.actor_params, obs, key,
+    noise = exploration_noise(assembly, state.key, state.iteration, assembly.runner.num_envs)
+    return lambda obs, key: assembly.learner.act(state.learner.actor_params, obs, key,
                                                 noise=noise)
 
 
-def training_step(program: Program, state: TrainState, iteration: jax.Array):
+def training_step(assembly: Assembly, state: TrainState, iteration: jax.Array):
     """One iteration (docs/semantics.md, "Training step") of the JAX loop: every env of
-    `program.runner` steps once, then the steps are stored and the gradient steps due
+    `assembly.runner` steps once, then the steps are stored and the gradient steps due
     are taken.
 
     iteration: the iteration's index, an int32 scalar the same for every vmapped seed
         (so `lax.cond` on it stays a branch under `vmap`). It picks the phase
         (schedule.phase_of): uniform random actions before `warmup_iterations`, and
         gradient steps from the last warm-up iteration on. Every phase is a branch of
-        one program, so the update is compiled once however the phases fall.
+        one assembly, so the update is compiled once however the phases fall.
 
     Returns (state, learner metrics of this iteration: {name: [] or [M] for M stacked
     modules}, NaN when it took no gradient step).
     """
-    warmup = warmup_iterations(program.config)
+    warmup = warmup_iterations(assembly.module_config)
     act_key, _ = iteration_keys(state.key, state.iteration)
-    random_act, policy_act = random_act_fn(program.actions), policy_act_fn(program, state)
+    random_act, policy_act = random_act_fn(assembly.actions), policy_act_fn(assembly, state)
 
     def act_fn(obs: jax.Array, key: jax.Array) -> jax.Array:
         return jax.lax.cond(iteration < warmup, random_act, policy_act, obs, key)
 
-    runner_state, step, episodes = program.runner.step(state.runner, act_fn, act_key)
-    state = store(program, state.replace(runner=runner_state), step, episodes)
+    runner_state, step, episodes = assembly.runner.step(state.runner, act_fn, act_key)
+    state = store(assembly, state.replace(runner=runner_state), step, episodes)
     state, metrics = jax.lax.cond(iteration >= warmup - 1,
-                                  lambda s: learn(program, s, runner_state.obs_norm),
+                                  lambda s: learn(assembly, s, runner_state.obs_norm),
                                   skip_learning, state)
-    return place(program, state), metrics
+    return place(assembly, state), metrics
 
 
-def run_iterations(program: Program, state: TrainState, first: Any, count: int):
+def run_iterations(assembly: Assembly, state: TrainState, first: Any, count: int):
     """Iterations [first, first + count) as one scan (`first` may be traced, `count`
     is static); learner metrics [count] per name."""
     iterations = first + jnp.arange(count, dtype=jnp.int32)
-    return jax.lax.scan(lambda s, i: training_step(program, s, i), state, iterations)
+    return jax.lax.scan(lambda s, i: training_step(assembly, s, i), state, iterations)
 
 
-def run_period(program: Program, state: TrainState, period: Any):
+def run_period(assembly: Assembly, state: TrainState, period: Any):
     """Log period `period` (an int, or an int32 scalar traced the same for every seed):
     its iterations, then one row of metrics with the period's evaluation."""
-    per = iterations_per_period(program.config)
-    state, metrics = run_iterations(program, state, period * per, per)
+    per = iterations_per_period(assembly.module_config)
+    state, metrics = run_iterations(assembly, state, period * per, per)
     learner_metrics = jax.tree.map(lambda m: jnp.nanmean(m, axis=0), metrics)
-    return state, period_metrics(program, state, learner_metrics, period)
+    return state, period_metrics(assembly, state, learner_metrics, period)
 
 
-def period_metrics(program: Program, state: TrainState, learner_metrics: dict,
+def period_metrics(assembly: Assembly, state: TrainState, learner_metrics: dict,
                    period: Any) -> dict[str, jax.Array]:
     """The metrics row at the end of log period `period`, with its evaluation."""
-    returns = evaluate_returns(program, state.learner.actor_params, program.obs_stats(state),
-                               eval_key(state.key, period), program.config.eval_episodes)
-    env_steps = state.iteration * program.env_steps_per_iteration
+    returns = evaluate_returns(assembly, state.learner.actor_params, assembly.obs_stats(state),
+                               eval_key(state.key, period), assembly.module_config.eval_episodes)
+    env_steps = state.iteration * assembly.env_steps_per_iteration
     row = period_row(learner_metrics, env_steps=env_steps, grad_steps=state.learner.step,
-                     target_update_freq=program.config.target_network_update_freq,
+                     target_update_freq=assembly.module_config.target_network_update_freq,
                      episodes=state.episodes.summary(), eval_return=jnp.mean(returns, axis=-1),
-                     layout=program.agents)
-    if program.on_period is not None:
-        jax.debug.callback(program.on_period, row, ordered=True)
+                     layout=assembly.agents)
+    if assembly.on_period is not None:
+        jax.debug.callback(assembly.on_period, row, ordered=True)
     return row
 
 
-def run_periods(program: Program, state: TrainState, start: int, stop: int):
+def run_periods(assembly: Assembly, state: TrainState, start: int, stop: int):
     """Log periods [start, stop) as one scan over the period index.
 
     Returns (state, metrics with a leading period axis).
     """
     periods = jnp.arange(start, stop, dtype=jnp.int32)
-    return jax.lax.scan(lambda s, p: run_period(program, s, p), state, periods)
+    return jax.lax.scan(lambda s, p: run_period(assembly, s, p), state, periods)
 
 
 def make_train(config: SACConfig, sweep: Sequence[str] = (),
@@ -154,7 +154,7 @@ def make_train(config: SACConfig, sweep: Sequence[str] = (),
     mesh = sharding.check_mesh(mesh, "make_train", config)
     config = sharding.resolve(config, mesh, "make_train")
     placement = sharding.placement(mesh)
-    build_program(config, placement=placement)  # validates eagerly, outside any trace
+    assemble(config, placement=placement)  # validates eagerly, outside any trace
 
     def train_fn(key: jax.Array, *swept: Any):
         if len(swept) != len(sweep):
@@ -162,9 +162,9 @@ def make_train(config: SACConfig, sweep: Sequence[str] = (),
                             f"got {len(swept)}")
         values = dict(zip(sweep, swept, strict=True))
         gamma = values.pop("gamma", None)
-        program = build_program(config, gamma, placement)._replace(on_period=period_callback)
-        state = init_state(program, key, Hyperparams.from_config(program.config, **values))
-        return run_periods(program, state, 0, num_periods(program.config))
+        assembly = assemble(config, gamma, placement)._replace(on_period=period_callback)
+        state = init_state(assembly, key, Hyperparams.from_config(assembly.module_config, **values))
+        return run_periods(assembly, state, 0, num_periods(assembly.module_config))
 
     return train_fn
 
@@ -174,12 +174,12 @@ class JaxLoop:
 
     init(keys) -> the initial TrainState (leading seed axis for several seeds).
     run_chunk(state, start, stop) -> (state, metrics rows [stop - start, (seeds,) ...]):
-        log periods [start, stop), one call each of the period program, which takes the
+        log periods [start, stop), one call each of the period assembly, which takes the
         period as an argument (`run_period`). A run compiles two programs, the initial
         state and the log period, whatever its length and warm-up.
-    The period program takes its hyperparameters from `program.config` (so a resumed
+    The period program takes its hyperparameters from `assembly.module_config` (so a resumed
     run uses the requested ones), as constants, as make_train's program does. Each is
-    jitted once per JaxLoop; `jax_loop` keeps JaxLoops between calls, so a repeated
+    jitted once per JaxLoop; `kept_jax_loop` keeps JaxLoops between calls, so a repeated
     `train` of the same config compiles nothing. Both are `compilation.KeptProgram`s on
     the mesh's devices, described by `description` (what else decides them besides the
     source: the config, the seeds and the mesh's shape; None for an env whose code is
@@ -190,10 +190,10 @@ class JaxLoop:
     donates_state = False
     env_restarts = 0  # JAX envs do not fail
 
-    def __init__(self, program: Program, num_seeds: int, mesh: jax.sharding.Mesh,
+    def __init__(self, assembly: Assembly, num_seeds: int, mesh: jax.sharding.Mesh,
                  description: str | None):
-        self.program, self.num_seeds = program, num_seeds
-        self._hparams = Hyperparams.from_config(program.config)
+        self.assembly, self.num_seeds = assembly, num_seeds
+        self._hparams = Hyperparams.from_config(assembly.module_config)
         devices = list(mesh.devices.flat)
         self._period = compilation.KeptProgram(
             jax.jit(self._over_seeds(self._one_period, in_axes=(0, None))), "period",
@@ -207,11 +207,11 @@ class JaxLoop:
         return jax.vmap(f, in_axes=in_axes, out_axes=(0, 1)) if self.num_seeds > 1 else f
 
     def _initial(self, key: jax.Array) -> TrainState:
-        return init_state(self.program, key, self._hparams)
+        return init_state(self.assembly, key, self._hparams)
 
     def _one_period(self, state: TrainState, period: jax.Array):
         pinned = state.replace(learner=state.learner.replace(hparams=self._hparams))
-        state, row = run_period(self.program, pinned, period)
+        state, row = run_period(self.assembly, pinned, period)
         return state, jax.tree.map(lambda x: x[None], row)
 
     def init(self, keys: jax.Array) -> TrainState:
@@ -226,7 +226,7 @@ class JaxLoop:
         return state, jax.tree.map(lambda *xs: jnp.concatenate(xs), *rows)
 
 
-def jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh) -> JaxLoop:
+def kept_jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh) -> JaxLoop:
     """The JaxLoop of `config` (already resolved for `mesh`) and `num_seeds`, kept for
     later calls: a repeated `train` reuses its compiled programs, also with another
     seed, length (total_env_steps), log or checkpoint folder."""
@@ -241,5 +241,5 @@ def _cached_jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh)
     # An env whose code is not jaxsac's could change under the same config: not kept.
     description = repr((config, num_seeds, mesh.axis_names, mesh.devices.shape)) \
         if envs.is_jaxsac_code(config.env_id) else None
-    return JaxLoop(build_program(config, placement=sharding.placement(mesh)), num_seeds,
+    return JaxLoop(assemble(config, placement=sharding.placement(mesh)), num_seeds,
                    mesh, description)

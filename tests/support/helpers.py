@@ -62,7 +62,7 @@ def buffer_rows(buffer, num_envs: int) -> dict[str, np.ndarray]:
 
 def assert_counter_transitions_are_real(rows: dict[str, np.ndarray], not_a_start: int) -> None:
     """Every row a transition can start at (flags without `not_a_start` bits) is a step
-    of tests.ray_envs.CounterEnv: step and lifetime counters one up, the same draw, and
+    of tests.support.ray_envs.CounterEnv: step and lifetime counters one up, the same draw, and
     reward = the new step count."""
     start = (rows["flags"] & not_a_start) == 0
     obs, next_obs = rows["obs"][start], rows["next_obs"][start]

@@ -1,10 +1,10 @@
 """A fresh process for the checkpoint tests (run as a script, not collected by pytest).
 
-    python tests/checkpoint_child.py train CONFIG_JSON [CONFIG_JSON ...]
+    python tests/support/checkpoint_child.py train CONFIG_JSON [CONFIG_JSON ...]
         jaxsac.train(SACConfig.from_json(c)) for each config in turn; the last stdout line
         is a JSON list with, per config, {"env_steps": [...], "grad_steps": [...]} of the
         log periods that call ran, or {"error": type, "message": ...} when it raised.
-    python tests/checkpoint_child.py policy DIRECTORY SEED NUM_EPISODES
+    python tests/support/checkpoint_child.py policy DIRECTORY SEED NUM_EPISODES
         drives NUM_EPISODES gymnasium Pendulum-v1 envs (env i reset with seed SEED + i)
         with jaxsac.load_policy(DIRECTORY); the last stdout line is JSON
         {"returns": [...]}.
