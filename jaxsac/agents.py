@@ -16,10 +16,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxsac.config import SACConfig
+from jaxsac.config import ENV_STEP_COUNT, SACConfig, fields_with
 
-SCALED_COUNTS = ("total_env_steps", "learning_starts", "log_every", "buffer_capacity",
-                 "checkpoint_every")
+SCALED_COUNTS = fields_with(ENV_STEP_COUNT)
 """SACConfig fields counted in env steps: per agent in a config, per module in
 `module_config` (multiplied by num_agents for a shared module)."""
 

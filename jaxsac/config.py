@@ -1,5 +1,9 @@
 """SACConfig: every setting of a jaxsac run in one frozen, validated, hashable dataclass.
 
+Each field is declared with `setting`: its default, the part of a run that reads it
+(PARTS) and its roles (ROLES: structural, sweepable, ...). The lists other modules need
+are derived from these declarations with `fields_with(role)` and `fields_of(part)`.
+
 The defaults are those of docs/semantics.md ("Defaults"). A config is static: it is hashed as a
 `jax.jit` static argument and never traced. Values that must vary under `vmap` (learning
 rates, tau, initial alpha, gamma in a sweep) are passed to `make_train` separately.
@@ -10,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -22,6 +26,63 @@ CRITIC_LOSSES = ("mse", "huber")
 VECTORIZATIONS = ("sync", "async")
 POLICY_MAPPINGS = ("independent", "shared")
 PRNG_IMPLS = ("threefry2x32", "philox4x32")
+
+# --- what each field is ----------------------------------------------------------------
+# Every field names the part of a run that reads it, and any of the roles below. The
+# lists other modules need (the fields a checkpoint must share, the sweepable ones, ...)
+# are derived from these declarations (`fields_with`), never written out by hand.
+
+ENV, RUNNERS, RUN, SCHEDULE, LEARNER, NETWORKS, EXPLORATION, REPLAY, EVALUATION, \
+    LOGGING, CHECKPOINTS = PARTS = ("env", "runners", "run", "schedule", "learner",
+                                    "networks", "exploration", "replay", "evaluation",
+                                    "logging", "checkpoints")
+"""The part of a run that reads a field (each field has exactly one)."""
+
+STRUCTURAL = "structural"
+"""Fixes the shapes of the run's arrays, or what they mean: a restored state must share it."""
+SWEEPABLE = "sweepable"
+"""`make_train(config, sweep=...)` takes it as a traced argument (vmappable)."""
+LEARNER_ARRAY = "learner_array"
+"""Held as an array leaf of the learner's state (`learner.Hyperparams`), in field order."""
+ENV_STEP_COUNT = "env_step_count"
+"""Counted in env steps: each agent's own in a multi-agent config, scaled per module."""
+NOT_COMPILED = "not_compiled"
+"""Leaves the compiled JAX program unchanged: `train` reuses its programs across it."""
+ROLES = (STRUCTURAL, SWEEPABLE, LEARNER_ARRAY, ENV_STEP_COUNT, NOT_COMPILED)
+
+
+class Choice(NamedTuple):
+    """A check: one of `choices`."""
+    choices: tuple[str, ...]
+
+
+class Bool(NamedTuple):
+    """A check: True or False (not a truthy string or number)."""
+
+
+class Int(NamedTuple):
+    """A check: an integer in [minimum, maximum]."""
+    minimum: int
+    maximum: int | None = None
+
+
+class Real(NamedTuple):
+    """A check: a finite number in [low, high] ((low, high] when `open_low`)."""
+    low: float
+    high: float
+    open_low: bool = False
+
+
+POSITIVE = Real(0.0, math.inf, open_low=True)
+Check = Choice | Bool | Int | Real
+
+
+def setting(default: Any, part: str, *roles: str, check: Check | None = None) -> Any:
+    """A SACConfig field: its default, the part of a run that reads it, its roles, and
+    the check its value must pass alone (checks across fields are in `_validate`)."""
+    assert part in PARTS and all(role in ROLES for role in roles), (part, roles)
+    return dataclasses.field(default=default, metadata={"part": part, "roles": roles,
+                                                        "check": check})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,149 +98,153 @@ class SACConfig:
     gradient step every `round(1 / (utd_ratio * num_envs))` iterations.
     """
 
-    env_id: str = "Pendulum-v1"
+    env_id: str = setting("Pendulum-v1", ENV, STRUCTURAL)
     """Gymnasium id of the environment (a JAX implementation is used when there is one)."""
-    backend: Literal["auto", "jax", "gymnasium"] = "auto"
+    backend: Literal["auto", "jax", "gymnasium"] = setting("auto", ENV, check=Choice(BACKENDS))
     """"jax": the env runs on the device inside the jitted program; "gymnasium": a host
     loop; "auto": jax when the env has a JAX implementation."""
-    num_envs: int = 1
+    num_envs: int = setting(1, ENV, STRUCTURAL, check=Int(1))
     """Parallel envs, each stepped once per iteration."""
-    num_agents: int = 1
+    num_agents: int = setting(1, ENV, STRUCTURAL, check=Int(1))
     """Agents per env (multi-agent envs such as MultiAgentPendulum-v1). Step counts
     (total_env_steps, learning_starts, log_every, buffer_capacity, ...) count each
     agent's own env steps."""
-    policy_mapping: Literal["independent", "shared"] = "independent"
+    policy_mapping: Literal["independent", "shared"] = setting(
+        "independent", ENV, STRUCTURAL, check=Choice(POLICY_MAPPINGS))
     """Multi-agent envs: "independent" gives every agent its own module (parameters, α,
     optimizers, replay buffer, vmapped over a module axis); "shared" trains one module
     on all agents' steps (agents are extra env columns of one buffer)."""
-    data_shards: int | None = None
+    data_shards: int | None = setting(None, RUN)
     """Logical data shards S: each owns num_envs/S envs and a replay buffer of
     buffer_capacity/S steps, and gives batch_size/S samples to every gradient step
     (jaxsac.sharding). None: the size of the device mesh's "data" axis (1 on one device)."""
-    vectorization: Literal["sync", "async"] = "sync"
+    vectorization: Literal["sync", "async"] = setting("sync", RUNNERS, check=Choice(VECTORIZATIONS))
     """Gymnasium vector env: one process ("sync") or one process per env ("async")."""
-    seed: int = 0
+    seed: int = setting(0, RUN, NOT_COMPILED, check=Int(0, 2**32 - 1))
     """Root seed: the run's key is jax.random.key(seed)."""
-    prng_impl: Literal["threefry2x32", "philox4x32"] = "threefry2x32"
+    prng_impl: Literal["threefry2x32", "philox4x32"] = setting(
+        "threefry2x32", RUN, STRUCTURAL, check=Choice(PRNG_IMPLS))
     """The run's random-number generator (a `jax.random` implementation); the key a run
     starts from, of any implementation, is re-keyed for it. philox4x32 takes fewer
     operations per draw on the CPU (1-3% of an iteration, docs/performance.md) but XLA
     cannot partition it over several devices: it is for one-device runs."""
-    total_env_steps: int = 100_000
+    total_env_steps: int = setting(100_000, SCHEDULE, ENV_STEP_COUNT, NOT_COMPILED, check=Int(1))
     """Env steps of the whole run (a multiple of log_every)."""
-    learning_starts: int = 1_500
+    learning_starts: int = setting(1_500, SCHEDULE, ENV_STEP_COUNT, check=Int(0))
     """Env steps of uniform random actions before the policy acts and learning starts."""
-    max_env_restarts: int = 3
+    max_env_restarts: int = setting(3, RUNNERS, check=Int(0))
     """Consecutive failures of one gymnasium env that are rebuilt before the run stops."""
-    num_env_runners: int = 0
+    num_env_runners: int = setting(0, RUNNERS, check=Int(0))
     """Gymnasium envs: Ray actors that step them, each with num_envs_per_env_runner envs
     and the acting policy on its own CPU (needs `pip install -e '.[ray]'`,
     docs/scaling.md); 0 steps them in this process."""
-    num_envs_per_env_runner: int | None = None
+    num_envs_per_env_runner: int | None = setting(None, RUNNERS)
     """Envs of each remote runner; None: num_envs / num_env_runners (num_envs is always
     the total)."""
-    ray_address: str | None = None
+    ray_address: str | None = setting(None, RUNNERS)
     """The Ray cluster remote runners join ("auto", "ray://head:10001", ...); None: the
     RAY_ADDRESS variable's, else a local Ray started for the run. Ignored when Ray is
     already initialized in this process."""
-    sample_timeout_s: float = 60.0
+    sample_timeout_s: float = setting(60.0, RUNNERS, check=Real(0.0, math.inf, open_low=True))
     """Seconds the learner waits for each remote runner's block; a runner that takes
     longer is replaced, as one whose process died."""
-    max_env_runner_restarts: int = 10
+    max_env_runner_restarts: int = setting(10, RUNNERS, check=Int(0))
     """Remote runners: replacements of one runner (its actor died or timed out) allowed
     in one `train` call; one more failure stops the run with an error, after a
     checkpoint."""
-    obs_keys: tuple[str, ...] | None = None
+    obs_keys: tuple[str, ...] | None = setting(None, ENV)
     """A dict observation's keys that make up the flat observation, in this order (None:
     all keys, sorted); MuJoCo Playground tasks only (e.g. ("state",))."""
-    normalize_obs: bool = False
+    normalize_obs: bool = setting(False, ENV, STRUCTURAL, check=Bool())
     """Normalize observations with running mean/std statistics (saved with checkpoints)."""
 
-    gamma: float = 0.99
+    gamma: float = setting(0.99, LEARNER, SWEEPABLE, check=Real(0.0, 1.0))
     """Discount γ."""
-    tau: float = 0.005
-    """Polyak coefficient of the target critics: θ̄ ← τθ + (1 − τ)θ̄."""
-    batch_size: int = 256
+    batch_size: int = setting(256, REPLAY, check=Int(1))
     """Transitions per gradient step."""
-    buffer_capacity: int = 1_000_000
+    buffer_capacity: int = setting(1_000_000, REPLAY, STRUCTURAL, ENV_STEP_COUNT)
     """Env steps the replay buffer holds (a multiple of num_envs), oldest overwritten first."""
-    actor_lr: float = 3e-4
+    actor_lr: float = setting(3e-4, LEARNER, SWEEPABLE, LEARNER_ARRAY, check=POSITIVE)
     """Adam learning rate of the actor."""
-    critic_lr: float = 3e-4
+    critic_lr: float = setting(3e-4, LEARNER, SWEEPABLE, LEARNER_ARRAY, check=POSITIVE)
     """Adam learning rate of the critics."""
-    alpha_lr: float = 3e-4
+    alpha_lr: float = setting(3e-4, LEARNER, SWEEPABLE, LEARNER_ARRAY, check=POSITIVE)
     """Adam learning rate of log α."""
-    initial_alpha: float = 1.0
+    tau: float = setting(
+        0.005, LEARNER, SWEEPABLE, LEARNER_ARRAY, check=Real(0.0, 1.0, open_low=True))
+    """Polyak coefficient of the target critics: θ̄ ← τθ + (1 − τ)θ̄."""
+    initial_alpha: float = setting(1.0, LEARNER, SWEEPABLE, LEARNER_ARRAY, check=POSITIVE)
     """Entropy temperature α at the start."""
-    learn_alpha: bool = True
+    learn_alpha: bool = setting(True, LEARNER, check=Bool())
     """Learn α toward the target entropy; False keeps α = initial_alpha."""
-    target_entropy: float | Literal["auto"] = "auto"
+    target_entropy: float | Literal["auto"] = setting("auto", LEARNER)
     """Target entropy H̄; "auto" is −|A| (Box actions) or target_entropy_scale · log|A|
     (Discrete actions, |A| of them)."""
-    target_entropy_scale: float | None = None
+    target_entropy_scale: float | None = setting(None, LEARNER)
     """Discrete actions only: "auto"'s target entropy as a fraction of the largest,
     log|A|, in (0, 1); None: 0.5 (docs/semantics.md, "Discrete actions")."""
-    log_std_bounds: tuple[float, float] | None = None
+    log_std_bounds: tuple[float, float] | None = setting(None, NETWORKS)
     """Box actions only: (min, max) the policy's log standard deviations are clipped
     to; None: (-5, 2)."""
-    action_noise_exponent: float = 0.0
+    action_noise_exponent: float = setting(0.0, EXPLORATION, check=Real(0.0, math.inf))
     """Box actions: β of the exploration noise's 1/f^β power spectrum: 0 white (SAC's
     independent draws), 1 pink, 2 red; correlated noise explores sparse-reward tasks
     (jaxsac.noise, docs/semantics.md "Exploration noise")."""
-    action_noise_horizon: int | None = None
+    action_noise_horizon: int | None = setting(None, EXPLORATION)
     """Iterations each colored noise sequence covers; None: the env's time limit."""
-    n_step: int | tuple[int, int] = 1
+    n_step: int | tuple[int, int] = setting(1, REPLAY)
     """n of n-step returns, or (n_min, n_max): each sample draws n from that range."""
-    num_q: int = 2
+    num_q: int = setting(2, NETWORKS, STRUCTURAL, check=Int(1))
     """Critics in the ensemble; targets use their minimum."""
-    utd_ratio: float = 1.0
+    utd_ratio: float = setting(1.0, SCHEDULE, check=POSITIVE)
     """Gradient steps per env step (see the class docstring for how it is rounded)."""
-    target_network_update_freq: int = 1
+    target_network_update_freq: int = setting(1, LEARNER, check=Int(1))
     """Gradient steps between Polyak target updates."""
-    hidden_sizes: tuple[int, ...] = (256, 256)
+    hidden_sizes: tuple[int, ...] = setting((256, 256), NETWORKS, STRUCTURAL)
     """Hidden layer sizes of the actor and of each critic."""
-    activation: Literal["relu", "tanh", "elu", "gelu", "silu", "leaky_relu"] = "relu"
+    activation: Literal["relu", "tanh", "elu", "gelu", "silu", "leaky_relu"] = setting(
+        "relu", NETWORKS, STRUCTURAL, check=Choice(ACTIVATIONS))
     """Hidden-layer activation."""
-    critic_layer_norm: bool = False
+    critic_layer_norm: bool = setting(False, NETWORKS, check=Bool())
     """LayerNorm after each hidden activation of the critics (as brax's SAC for
     Playground's tasks; steadier Q-values with large batches and high learning rates)."""
-    critic_loss: Literal["mse", "huber"] = "mse"
+    critic_loss: Literal["mse", "huber"] = setting("mse", LEARNER, check=Choice(CRITIC_LOSSES))
     """Critic loss: ½x² ("mse") or Huber with δ = 1 ("huber")."""
-    grad_clip: float | None = None
+    grad_clip: float | None = setting(None, LEARNER)
     """Global-norm gradient clipping, applied to each optimizer separately; None: off."""
 
-    prioritized: bool = False
+    prioritized: bool = setting(False, REPLAY, STRUCTURAL, check=Bool())
     """Prioritized replay (sum tree) instead of uniform sampling."""
-    priority_alpha: float = 0.6
+    priority_alpha: float = setting(0.6, REPLAY, check=Real(0.0, math.inf))
     """Priority exponent α: P(t) ∝ p_t^α."""
-    priority_beta: float = 0.4
+    priority_beta: float = setting(0.4, REPLAY, check=Real(0.0, 1.0))
     """Importance-sampling exponent β."""
-    priority_beta_final: float | None = None
+    priority_beta_final: float | None = setting(None, REPLAY)
     """If set, β moves linearly to this value over priority_beta_steps gradient steps."""
-    priority_beta_steps: int = 0
+    priority_beta_steps: int = setting(0, REPLAY, check=Int(0))
     """Length of the β schedule, in gradient steps."""
-    priority_eps: float = 1e-6
+    priority_eps: float = setting(1e-6, REPLAY, check=POSITIVE)
     """ε in the priority p = |td_error| + ε."""
 
-    log_every: int = 1_000
+    log_every: int = setting(1_000, SCHEDULE, ENV_STEP_COUNT, check=Int(1))
     """Env steps per log period; each ends with a metrics row and an evaluation."""
-    eval_episodes: int = 10
+    eval_episodes: int = setting(10, EVALUATION, check=Int(1))
     """Episodes of each deterministic evaluation."""
-    host_block_steps: int = 8
+    host_block_steps: int = setting(8, RUNNERS, check=Int(1))
     """Gymnasium loop: iterations whose buffer adds and gradient steps run in one jitted
     call (the policy and observation statistics acting within them are those from the
     block's start)."""
-    log_dir: str | None = None
+    log_dir: str | None = setting(None, LOGGING, NOT_COMPILED)
     """Folder for metrics.csv, TensorBoard events and curve.png; None: no files."""
-    checkpoint_dir: str | None = None
+    checkpoint_dir: str | None = setting(None, CHECKPOINTS, NOT_COMPILED)
     """Folder for Orbax checkpoints; None: no checkpoints."""
-    checkpoint_every: int = 0
+    checkpoint_every: int = setting(0, CHECKPOINTS, ENV_STEP_COUNT, NOT_COMPILED, check=Int(0))
     """Env steps between checkpoints (0: only at the end of the run)."""
-    checkpoint_buffer: bool = True
+    checkpoint_buffer: bool = setting(True, CHECKPOINTS, NOT_COMPILED, check=Bool())
     """Include the replay buffer in checkpoints."""
-    max_to_keep: int = 3
+    max_to_keep: int = setting(3, CHECKPOINTS, NOT_COMPILED, check=Int(1))
     """Checkpoints kept; older ones are deleted."""
-    resume: bool = False
+    resume: bool = setting(False, CHECKPOINTS, NOT_COMPILED, check=Bool())
     """Continue from the latest checkpoint in checkpoint_dir."""
 
     def __post_init__(self) -> None:
@@ -251,25 +316,39 @@ def _python_scalar(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def fields_with(role: str) -> tuple[str, ...]:
+    """The SACConfig fields that have `role` (one of ROLES), in declaration order."""
+    if role not in ROLES:
+        checks.fail("fields_with", "role", role, f"one of {list(ROLES)}")
+    return tuple(f.name for f in dataclasses.fields(SACConfig) if role in f.metadata["roles"])
+
+
+def fields_of(part: str) -> tuple[str, ...]:
+    """The SACConfig fields read by `part` (one of PARTS), in declaration order."""
+    if part not in PARTS:
+        checks.fail("fields_of", "part", part, f"one of {list(PARTS)}")
+    return tuple(f.name for f in dataclasses.fields(SACConfig) if f.metadata["part"] == part)
+
+
+def _check_value(name: str, value: Any, check: Check) -> None:
+    owner = "SACConfig"
+    if isinstance(check, Choice):
+        checks.check_choice(owner, name, value, check.choices)
+    elif isinstance(check, Bool):
+        checks.check_bool(owner, name, value)
+    elif isinstance(check, Int):
+        checks.check_int(owner, name, value, check.minimum, check.maximum)
+    else:
+        checks.check_real(owner, name, value, check.low, check.high, open_low=check.open_low)
+
+
 def _validate(c: SACConfig) -> None:
     owner = "SACConfig"
     if not isinstance(c.env_id, str) or not c.env_id:
         checks.fail(owner, "env_id", c.env_id, "a non-empty gymnasium environment id")
-    for name, choices in (("backend", BACKENDS), ("vectorization", VECTORIZATIONS),
-                          ("activation", ACTIVATIONS), ("critic_loss", CRITIC_LOSSES),
-                          ("policy_mapping", POLICY_MAPPINGS), ("prng_impl", PRNG_IMPLS)):
-        checks.check_choice(owner, name, getattr(c, name), choices)
-    for name in ("learn_alpha", "normalize_obs", "prioritized", "checkpoint_buffer", "resume",
-                 "critic_layer_norm"):
-        checks.check_bool(owner, name, getattr(c, name))
-    minimums = {"num_envs": 1, "num_agents": 1, "batch_size": 1, "num_q": 1,
-                "target_network_update_freq": 1, "total_env_steps": 1, "learning_starts": 0,
-                "max_env_restarts": 0, "priority_beta_steps": 0,
-                "checkpoint_every": 0, "log_every": 1, "eval_episodes": 1, "max_to_keep": 1,
-                "host_block_steps": 1, "num_env_runners": 0, "max_env_runner_restarts": 0}
-    for name, minimum in minimums.items():
-        checks.check_int(owner, name, getattr(c, name), minimum)
-    checks.check_int(owner, "seed", c.seed, 0, 2**32 - 1)
+    for field in dataclasses.fields(c):
+        if field.metadata["check"] is not None:
+            _check_value(field.name, getattr(c, field.name), field.metadata["check"])
     if c.learning_starts >= c.total_env_steps:
         checks.fail(owner, "learning_starts", c.learning_starts,
                     f"below total_env_steps={c.total_env_steps} (else the run takes no "
@@ -297,19 +376,11 @@ def _validate(c: SACConfig) -> None:
     if c.buffer_capacity % c.num_envs:
         checks.fail(owner, "buffer_capacity", c.buffer_capacity,
                     f"a multiple of num_envs={c.num_envs} (each env gets an equal ring)")
-    checks.check_real(owner, "gamma", c.gamma, 0.0, 1.0)
-    checks.check_real(owner, "tau", c.tau, 0.0, 1.0, open_low=True)
-    for name in ("actor_lr", "critic_lr", "alpha_lr", "initial_alpha", "utd_ratio",
-                 "priority_eps"):
-        checks.check_real(owner, name, getattr(c, name), 0.0, math.inf, open_low=True)
-    checks.check_real(owner, "priority_alpha", c.priority_alpha, 0.0, math.inf)
-    checks.check_real(owner, "action_noise_exponent", c.action_noise_exponent, 0.0, math.inf)
     if c.action_noise_horizon is not None:
         checks.check_int(owner, "action_noise_horizon", c.action_noise_horizon, 2)
         if not c.action_noise_exponent:
             checks.fail(owner, "action_noise_horizon", c.action_noise_horizon,
                         "None with white exploration noise (action_noise_exponent=0)")
-    checks.check_real(owner, "priority_beta", c.priority_beta, 0.0, 1.0)
     if c.priority_beta_final is not None:
         checks.check_real(owner, "priority_beta_final", c.priority_beta_final, 0.0, 1.0)
         if not c.prioritized:
@@ -348,8 +419,6 @@ def _validate(c: SACConfig) -> None:
 
 def _validate_env_runners(c: SACConfig) -> None:
     owner = "SACConfig"
-    checks.check_real(owner, "sample_timeout_s", c.sample_timeout_s, 0.0, math.inf,
-                      open_low=True)
     if c.ray_address is not None and (not isinstance(c.ray_address, str) or not c.ray_address):
         checks.fail(owner, "ray_address", c.ray_address, 'None, "auto" or a Ray address')
     per_runner = c.num_envs_per_env_runner

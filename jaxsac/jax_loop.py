@@ -11,6 +11,7 @@ state and one log period per call, with host work between them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -29,7 +30,7 @@ from jaxsac.assembly import (
     iteration_keys,
     place,
 )
-from jaxsac.config import SACConfig
+from jaxsac.config import NOT_COMPILED, SWEEPABLE, SACConfig, fields_with
 from jaxsac.evaluation import evaluate_returns
 from jaxsac.iteration import learn, skip_learning, store
 from jaxsac.learner import Hyperparams
@@ -37,7 +38,7 @@ from jaxsac.metrics import period_row
 from jaxsac.runners import random_act_fn
 from jaxsac.schedule import iterations_per_period, num_periods, warmup_iterations
 
-SWEEPABLE = ("actor_lr", "critic_lr", "alpha_lr", "tau", "initial_alpha", "gamma")
+SWEEPABLE_FIELDS = fields_with(SWEEPABLE)
 """SACConfig fields `make_train(config, sweep=...)` takes as traced arguments."""
 
 
@@ -125,7 +126,7 @@ def make_train(config: SACConfig, sweep: Sequence[str] = (),
     """The whole run as one pure function, for JAX-native envs.
 
     Returns `train_fn(key, *swept) -> (TrainState, metrics)`, where `swept` are the
-    values of the `sweep` fields (any of SWEEPABLE) in order, as scalars, so
+    values of the `sweep` fields (any of SWEEPABLE_FIELDS) in order, as scalars, so
 
         jax.jit(jax.vmap(make_train(config)))(jax.random.split(key, 8))    # 8 seeds
         jax.jit(jax.vmap(make_train(config, sweep=("critic_lr",))))(keys, lrs)
@@ -147,10 +148,10 @@ def make_train(config: SACConfig, sweep: Sequence[str] = (),
     """
     if period_callback is not None and not callable(period_callback):
         checks.fail("make_train", "period_callback", period_callback, "callable (row) -> None")
-    unknown = [name for name in sweep if name not in SWEEPABLE]
+    unknown = [name for name in sweep if name not in SWEEPABLE_FIELDS]
     if unknown:
         raise ValueError(f"make_train: sweep={tuple(sweep)!r} has {unknown}, which cannot be "
-                         f"swept; allowed: {list(SWEEPABLE)}")
+                         f"swept; allowed: {list(SWEEPABLE_FIELDS)}")
     mesh = sharding.check_mesh(mesh, "make_train", config)
     config = sharding.resolve(config, mesh, "make_train")
     placement = sharding.placement(mesh)
@@ -230,9 +231,10 @@ def kept_jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh) ->
     """The JaxLoop of `config` (already resolved for `mesh`) and `num_seeds`, kept for
     later calls: a repeated `train` reuses its compiled programs, also with another
     seed, length (total_env_steps), log or checkpoint folder."""
+    defaults = {f.name: f.default for f in dataclasses.fields(SACConfig)}
     same_programs = config.replace(
-        total_env_steps=config.log_every * (config.learning_starts // config.log_every + 1),
-        seed=0, log_dir=None, checkpoint_dir=None, resume=False, checkpoint_every=0)
+        **{name: defaults[name] for name in fields_with(NOT_COMPILED)},
+        total_env_steps=config.log_every * (config.learning_starts // config.log_every + 1))
     return _cached_jax_loop(same_programs, num_seeds, mesh)
 
 

@@ -23,7 +23,7 @@ import optax
 
 from jaxsac import checks, connectors
 from jaxsac.agents import AgentLayout
-from jaxsac.config import SACConfig
+from jaxsac.config import LEARNER_ARRAY, SACConfig, fields_with
 from jaxsac.connectors import ModuleActions
 from jaxsac.networks import PolicyHead, policy_head
 from jaxsac.types import Batch
@@ -35,14 +35,13 @@ METRICS = ("qf_loss", "policy_loss", "alpha_loss", "alpha", "log_alpha", "entrop
 """The names of the metrics `Learner.update` returns for each gradient step."""
 
 
-class Hyperparams(NamedTuple):
-    """Scalar hyperparameters held as arrays, so a sweep can `vmap` over them."""
+class Hyperparams(NamedTuple("HyperparamFields",
+                             [(name, jax.Array) for name in fields_with(LEARNER_ARRAY)])):
+    """Scalar hyperparameters held as arrays, so a sweep can `vmap` over them: the
+    SACConfig fields with the LEARNER_ARRAY role (actor_lr, critic_lr, alpha_lr, tau,
+    initial_alpha), in their declaration order."""
 
-    actor_lr: jax.Array
-    critic_lr: jax.Array
-    alpha_lr: jax.Array
-    tau: jax.Array
-    initial_alpha: jax.Array
+    __slots__ = ()
 
     @classmethod
     def from_config(cls, config: SACConfig, **overrides: Any) -> Hyperparams:

@@ -7,6 +7,8 @@ import dataclasses
 import jax
 import pytest
 
+from jaxsac import config as config_module
+from jaxsac.assembly import assemble, init_state
 from jaxsac.config import SACConfig
 
 BAD_VALUES = [
@@ -116,3 +118,52 @@ def test_n_step_range():
 def test_action_kind_settings_are_validated(changes, message):
     with pytest.raises(ValueError, match=message):
         SACConfig(**changes)
+
+
+def test_every_field_declares_its_part_and_roles():
+    """The lists other modules derive (structural, sweepable, counted in env steps, ...)
+    come from these declarations: a field without them would be left out of all."""
+    for field in dataclasses.fields(SACConfig):
+        assert set(field.metadata) == {"part", "roles", "check"}, field.name
+        assert field.metadata["part"] in config_module.PARTS, field.name
+        assert set(field.metadata["roles"]) <= set(config_module.ROLES), field.name
+    assert config_module.fields_with(config_module.SWEEPABLE) == (
+        "gamma", "actor_lr", "critic_lr", "alpha_lr", "tau", "initial_alpha")
+    with pytest.raises(ValueError, match=r"fields_with: role='shape' is invalid"):
+        config_module.fields_with("shape")
+
+
+# A value other than the default for each field that can take one in a tiny Pendulum run.
+ALTERNATIVES = {
+    "num_envs": 2, "hidden_sizes": (8,), "num_q": 3, "buffer_capacity": 1_024,
+    "prioritized": True, "normalize_obs": True, "prng_impl": "philox4x32",
+    "batch_size": 16, "n_step": 3, "gamma": 0.9, "tau": 0.1, "actor_lr": 1e-3,
+    "critic_lr": 1e-3, "alpha_lr": 1e-3, "initial_alpha": 0.5, "learn_alpha": False,
+    "utd_ratio": 2.0, "critic_layer_norm": True, "activation": "tanh", "seed": 3,
+    "learning_starts": 64, "log_every": 256, "total_env_steps": 1_024,
+    "target_network_update_freq": 2, "critic_loss": "huber", "grad_clip": 1.0,
+    "priority_alpha": 0.5, "eval_episodes": 2, "action_noise_exponent": 1.0,
+}
+
+
+def _state_shapes(config: SACConfig):
+    assembly = assemble(config)
+    state = jax.eval_shape(lambda key: init_state(assembly, key), jax.random.key(0))
+    return [(jax.tree_util.keystr(path), leaf.shape, leaf.dtype)
+            for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]]
+
+
+def test_fields_that_change_the_state_s_arrays_are_structural():
+    """Each field changed alone: when the initial TrainState's leaves change in name,
+    shape or dtype, a checkpoint of one cannot restore into the other, so the field must
+    be STRUCTURAL. Two fields are left to the checkpoint's comparison of the arrays, which
+    names the leaves that differ: critic_layer_norm and grad_clip add leaves when turned
+    on, but their values may change on resume (a clip of 1.0 continued with 2.0)."""
+    base = SACConfig(hidden_sizes=(4,), buffer_capacity=512, batch_size=8,
+                     learning_starts=32, log_every=128, total_env_steps=512)
+    before = _state_shapes(base)
+    structural = set(config_module.fields_with(config_module.STRUCTURAL))
+    changed = {name for name, value in ALTERNATIVES.items()
+               if _state_shapes(base.replace(**{name: value})) != before}
+    assert {"num_envs", "hidden_sizes", "num_q", "buffer_capacity", "prioritized"} <= changed
+    assert changed - structural == {"critic_layer_norm", "grad_clip"}
