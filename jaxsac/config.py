@@ -126,8 +126,8 @@ class SACConfig:
         "threefry2x32", RUN, STRUCTURAL, check=Choice(PRNG_IMPLS))
     """The run's random-number generator (a `jax.random` implementation); the key a run
     starts from, of any implementation, is re-keyed for it. philox4x32 takes fewer
-    operations per draw on the CPU (1-3% of an iteration, docs/performance.md) but XLA
-    cannot partition it over several devices: it is for one-device runs."""
+    operations per draw on the CPU (docs/performance.md) but XLA cannot partition it
+    over several devices: it is for one-device runs."""
     total_env_steps: int = setting(100_000, SCHEDULE, ENV_STEP_COUNT, NOT_COMPILED, check=Int(1))
     """Env steps of the whole run (a multiple of log_every)."""
     learning_starts: int = setting(1_500, SCHEDULE, ENV_STEP_COUNT, check=Int(0))
@@ -208,6 +208,12 @@ class SACConfig:
     critic_layer_norm: bool = setting(False, NETWORKS, check=Bool())
     """LayerNorm after each hidden activation of the critics (as brax's SAC for
     Playground's tasks; steadier Q-values with large batches and high learning rates)."""
+    encoder: str = setting("flat", NETWORKS, STRUCTURAL)
+    """The encoder the actor and critics read observations through, by name: "flat" (the
+    observation vector itself) or one added with jaxsac.networks.register_encoder."""
+    critic: str = setting("ensemble", NETWORKS, STRUCTURAL)
+    """The critic family, by name: "ensemble" (num_q Q-functions, their minimum as the
+    target) or one added with jaxsac.networks.register_critic."""
     critic_loss: Literal["mse", "huber"] = setting("mse", LEARNER, check=Choice(CRITIC_LOSSES))
     """Critic loss: ½x² ("mse") or Huber with δ = 1 ("huber")."""
     grad_clip: float | None = setting(None, LEARNER)
@@ -346,6 +352,9 @@ def _validate(c: SACConfig) -> None:
     owner = "SACConfig"
     if not isinstance(c.env_id, str) or not c.env_id:
         checks.fail(owner, "env_id", c.env_id, "a non-empty gymnasium environment id")
+    for name in ("encoder", "critic"):
+        if not isinstance(getattr(c, name), str) or not getattr(c, name):
+            checks.fail(owner, name, getattr(c, name), "a non-empty registered name")
     for field in dataclasses.fields(c):
         if field.metadata["check"] is not None:
             _check_value(field.name, getattr(c, field.name), field.metadata["check"])

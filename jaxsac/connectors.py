@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import gymnasium
 import jax
@@ -255,14 +255,50 @@ class DiscreteActions:
                 "act_start": self.start}
 
 
-ModuleActions = BoxActions | DiscreteActions
+@runtime_checkable
+class ModuleActions(Protocol):
+    """An action adapter: how one kind of action space is represented inside a module
+    and handed to the env (`BoxActions`, `DiscreteActions`, or a user's own, whose `kind`
+    picks its policy head: jaxsac.networks.register_policy_head).
+
+    kind: the policy head's key. dim: the width of the policy's and critics' outputs.
+    shape, dtype: one module action's shape and dtype (the buffer stores them).
+    host_dtype: env actions' dtype on the host. columns: float32 columns one action
+    takes in a packed host row. space: the env's action space.
+    """
+
+    kind: str
+    shape: tuple[int, ...]
+    dtype: Any
+    host_dtype: Any
+    columns: int
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def space(self) -> gymnasium.Space: ...
+
+    def to_env(self, action: Array) -> Array:
+        """Module actions [..., *shape] -> env actions (numpy or JAX)."""
+
+    def random(self, key: jax.Array, num: int) -> jax.Array:
+        """Uniform random module actions [num, *shape] (warm-up exploration)."""
+
+    def from_columns(self, columns: Array) -> Array:
+        """Packed columns [..., columns] float32 -> module actions [..., *shape]."""
+
+    def metadata(self) -> dict[str, Any]:
+        """What a checkpoint stores of the action space (`actions_from_metadata`)."""
+
+
 
 
 def module_actions(space: gymnasium.Space | int, owner: str = "env") -> ModuleActions:
     """The action adapter of an env's action space: Box -> BoxActions, Discrete ->
     DiscreteActions; an int d is the Box [-1, 1]^d. Other spaces raise `ValueError`
     naming the space and what is supported."""
-    if isinstance(space, (BoxActions, DiscreteActions)):
+    if isinstance(space, ModuleActions):
         return space
     if checks.is_int(space):
         checks.check_int(owner, "act_dim", space, 1)

@@ -94,7 +94,17 @@ def evaluate(config: SACConfig, actor_params: Any, key: jax.Array, num_episodes:
     dropped because its env failed, see `evaluate_gymnasium`).
 
     JAX envs run as one jitted program; gymnasium envs run in a host loop.
-    `obs_stats`: observation-normalization statistics when `config.normalize_obs`.
+
+    Args:
+        config: the run's config (its env and evaluation settings).
+        actor_params: one module's actor parameters (no seed axis; [M, ...] for the
+            stacked modules of a multi-agent run).
+        key: the evaluation's key (env resets).
+        num_episodes: K, full episodes evaluated.
+        obs_stats: observation-normalization statistics when `config.normalize_obs`.
+
+    Returns:
+        [K] returns, [num_agents, K] for a multi-agent env.
     """
     if envs.resolve_backend(config.env_id, config.backend) == "gymnasium":
         return evaluate_gymnasium(config, actor_params, key, num_episodes, obs_stats)

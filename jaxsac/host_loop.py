@@ -36,13 +36,11 @@ from jaxsac.evaluation import evaluate_gymnasium
 from jaxsac.iteration import absorb
 from jaxsac.learner import METRICS as LEARNER_METRICS
 from jaxsac.metrics import nan_learner_metrics, period_row
-from jaxsac.runners import EnvRunner, GymRunner, RayEnvRunners, random_act_fn
+from jaxsac.runners import EnvRunner, GymRunner, HostRunner, RayEnvRunners, random_act_fn
 from jaxsac.schedule import Phase, iterations_per_period, segments
 
 ACTING = {Phase.WARMUP: "random", Phase.FIRST_UPDATE: "random", Phase.LEARN: "policy"}
 """The acting function of each phase (see `acting_functions`)."""
-
-HostRunner = EnvRunner | RayEnvRunners
 
 
 def stack_rows(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
@@ -105,6 +103,10 @@ class HostLoop:
         return self.runner.num_env_restarts
 
     def __init__(self, config: SACConfig, runner: HostRunner):
+        if not isinstance(runner, HostRunner):
+            raise ValueError(f"HostLoop: runner={type(runner).__name__} is invalid: must "
+                             "follow jaxsac.runners.HostRunner (rows, num_envs, raw_obs, "
+                             "sample, resume_from, close and the fault counters)")
         self.runner = runner
         self.assembly = host_assembly(config, runner.rows.obs_dim, runner.rows.actions)
         self._started = False

@@ -232,9 +232,9 @@ def kept_jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh) ->
     later calls: a repeated `train` reuses its compiled programs, also with another
     seed, length (total_env_steps), log or checkpoint folder."""
     defaults = {f.name: f.default for f in dataclasses.fields(SACConfig)}
-    same_programs = config.replace(
-        **{name: defaults[name] for name in fields_with(NOT_COMPILED)},
-        total_env_steps=config.log_every * (config.learning_starts // config.log_every + 1))
+    reset = {name: defaults[name] for name in fields_with(NOT_COMPILED)}
+    reset["total_env_steps"] = config.log_every * (config.learning_starts // config.log_every + 1)
+    same_programs = config.replace(**reset)
     return _cached_jax_loop(same_programs, num_seeds, mesh)
 
 

@@ -13,6 +13,7 @@ Shapes: B batch size, N critics, |A| action dimension (Box) or number of actions
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import flax.struct
@@ -75,20 +76,22 @@ class LossParams(NamedTuple):
 
 
 class Learner(NamedTuple):
-    """Pure functions of one SAC learner (see `make_learner`)."""
+    """Pure functions of one SAC learner (see `make_learner`), B the batch size.
 
-    init: Any  # (key, hparams=None) -> LearnerState
-    update: Any  # (state, batch, key) -> (state, metrics, td_error [B])
-    act: Any  # (actor_params, obs [B, obs_dim], key, deterministic=False, noise=None)
-    #          -> [B, *action shape] (noise: ε [B, |A|] for a Box policy, jaxsac.noise)
-    loss: Any  # (LossParams, target_critic_params, batch, key) -> (sum of losses, aux)
+    init(key, hparams=None) -> LearnerState.
+    update(state, batch, key) -> (state, metrics {name: []}, td_error [B]).
+    act(actor_params, obs [B, obs_dim], key, deterministic=False, noise=None)
+        -> module actions [B, *action shape] (noise: ε [B, |A|] for a Box policy,
+        jaxsac.noise).
+    loss(LossParams, target_critic_params, batch, key) -> (sum of the losses, aux dict).
+    """
 
-
-def element_loss(kind: str, error: jax.Array) -> jax.Array:
-    """ℓ(x): ½x² ("mse") or Huber with δ = 1 ("huber"), elementwise."""
-    if kind == "huber":
-        return optax.huber_loss(error, delta=1.0)
-    return 0.5 * jnp.square(error)
+    init: Callable[..., LearnerState]
+    update: Callable[[LearnerState, Batch, jax.Array],
+                     tuple[LearnerState, dict[str, jax.Array], jax.Array]]
+    act: Callable[..., jax.Array]
+    loss: Callable[[LossParams, Params, Batch, jax.Array],
+                   tuple[jax.Array, dict[str, jax.Array]]]
 
 
 def polyak(params: Params, target_params: Params, tau: jax.Array) -> Params:
@@ -139,15 +142,24 @@ def check_action_settings(config: SACConfig, actions: ModuleActions) -> None:
 
 def make_learner(config: SACConfig, obs_dim: int,
                  actions: ModuleActions | gymnasium.Space | int) -> Learner:
-    """Build the pure learner functions for observations [obs_dim] and the env's actions:
-    an action adapter (`jaxsac.connectors.module_actions`), a gymnasium Box or Discrete
-    space, or an int d for the Box [-1, 1]^d. The policy head (networks and the
-    expectations of the losses) is chosen from the action space, here, once."""
+    """Build the pure learner functions for observations [obs_dim] and the env's actions.
+    The policy head (networks and the expectations of the losses) is chosen from the
+    action space, here, once, with the encoder and critic family the config names.
+
+    Args:
+        config: the learner's settings (networks, losses, optimizers, temperature; the
+            learning rates, tau and initial alpha are the defaults of `init`'s hparams).
+        obs_dim: entries of one flattened observation.
+        actions: an action adapter (`jaxsac.connectors.ModuleActions`), a gymnasium Box
+            or Discrete space, or an int d for the Box [-1, 1]^d.
+
+    Returns:
+        Learner: the pure `init`, `update`, `act` and `loss`.
+    """
     checks.check_int("make_learner", "obs_dim", obs_dim, 1)
     actions = connectors.module_actions(actions, "make_learner")
     check_action_settings(config, actions)
-    head = policy_head(actions, config.hidden_sizes, config.activation, config.num_q,
-                       config.log_std_bounds, config.critic_layer_norm)
+    head = policy_head(actions, config, obs_dim)
     optimizer = _optimizer(config.grad_clip)
     entropy_target = target_entropy(config, head)
 
@@ -192,12 +204,12 @@ def make_learner(config: SACConfig, obs_dim: int,
         frozen_actor = jax.lax.stop_gradient(params.actor_params)
         soft_value = head.soft_value(frozen_actor, target_critic_params, batch.next_obs,
                                      alpha, target_key)
-        target = jax.lax.stop_gradient(batch.reward + batch.discount * soft_value)
+        target = jax.lax.stop_gradient(
+            head.critic.td_target(batch.reward, batch.discount, soft_value))
 
-        q = head.q_taken(params.critic_params, batch.obs, batch.action)  # [N, B]
-        error = q - target
-        qf_loss = jnp.mean(batch.weights * jnp.sum(element_loss(config.critic_loss, error), 0))
-        td_error = jax.lax.stop_gradient(jnp.mean(jnp.abs(error), axis=0))
+        q = head.q_taken(params.critic_params, batch.obs, batch.action)  # [N, B, *T]
+        qf_loss, td_error = head.critic.loss(q, target, batch.weights)
+        td_error = jax.lax.stop_gradient(td_error)
 
         frozen_critic = jax.lax.stop_gradient(params.critic_params)
         objective, log_prob = head.policy_objective(params.actor_params, frozen_critic,

@@ -2,13 +2,12 @@
 straight-line code for threefry2x32 keys.
 
 XLA on the CPU compiles jax's threefry2x32 hash as a loop of five rolled blocks, which
-costs far more than its arithmetic: the replay buffer's draw of 6 x 256 words per batch
-took 32 µs inside a jitted scan, against 3.5 µs for the same hash written out here
-(docs/performance.md). `uint32_bits` computes the hash (Salmon et al., "Parallel random
-numbers: as easy as 1, 2, 3", 2011: 20 rounds, key schedule every 4) on the counters jax
-uses for the key, so every word equals jax's; keys of other generators, jax's
-non-partitionable counter layout, and draws of 2^32 words or more go to
-`jax.random.bits` itself.
+costs far more than its arithmetic; written out, the replay buffer's draw takes a
+fraction of the time (docs/performance.md, "Changes and their effect"). `uint32_bits`
+computes the hash (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", 2011:
+20 rounds, key schedule every 4) on the counters jax uses for the key, so every word
+equals jax's; keys of other generators, jax's non-partitionable counter layout, and
+draws of 2^32 words or more go to `jax.random.bits` itself.
 """
 
 from __future__ import annotations

@@ -83,9 +83,21 @@ def train(config: SACConfig, num_seeds: int = 1, progress: bool = True,
     host loop (one seed) with the buffer on the device. Logs go to `config.log_dir`,
     checkpoints to `config.checkpoint_dir` (resumed from with `config.resume`).
 
-    mesh: as for `make_train` for JAX envs; the gymnasium loop runs on one device, and
-        a mesh of several devices or `data_shards > 1` is an error there.
-    callback: see `Callback`.
+    Args:
+        config: the run's settings.
+        num_seeds: seeds trained together (JAX envs only; 1 for gymnasium envs).
+        progress: show a progress bar (else nothing is printed).
+        mesh: as for `make_train` for JAX envs; the gymnasium loop runs on one device,
+            and a mesh of several devices or `data_shards > 1` is an error there.
+        callback: `fn(period_metrics, state) -> stop` after each log period (see
+            `Callback`).
+
+    Returns:
+        TrainResult: the final TrainState (leaves [num_seeds, ...] for several seeds)
+        and the metrics rows, {name: [log periods, (num_seeds,) ...]}.
+
+    Raises:
+        ValueError: a config or argument no run can honour, naming it, before training.
     """
     checks.check_int("train", "num_seeds", num_seeds, 1)
     if callback is not None and not callable(callback):

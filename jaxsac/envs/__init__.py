@@ -66,6 +66,25 @@ MULTI_AGENT_ENVS: dict[str, Callable[..., MultiAgentJaxEnv]] = {
     "MultiAgentCartPole-v1": MultiAgentCartPole,
 }
 
+def register_jax_env(env_id: str, constructor: Callable[..., JaxEnv],
+                     max_episode_steps: int) -> None:
+    """Add a JAX env source: `make(env_id)` (and `SACConfig(env_id=env_id)`, on the JAX
+    backend inside the compiled program) then builds `constructor(**kwargs)` wrapped in a
+    time limit of `max_episode_steps`. The env follows the `JaxEnv` protocol (pure,
+    vmappable reset and step, gymnasium Box observation space). The registry lives in
+    this process: register before building a run or loading its checkpoint."""
+    owner = "register_jax_env"
+    if not isinstance(env_id, str) or not env_id:
+        checks.fail(owner, "env_id", env_id, "a non-empty string")
+    if env_id in JAX_ENVS and is_jaxsac_code(env_id) or env_id in MULTI_AGENT_ENVS \
+            or is_playground(env_id):
+        checks.fail(owner, "env_id", env_id, "an id that is not one of jaxsac's own envs")
+    if not callable(constructor):
+        checks.fail(owner, "constructor", constructor, "callable (**kwargs) -> JaxEnv")
+    checks.check_int(owner, "max_episode_steps", max_episode_steps, 1)
+    JAX_ENVS[env_id] = (constructor, int(max_episode_steps))
+
+
 def has_jax_env(env_id: str) -> bool:
     """Whether `env_id` has a JAX implementation (what `backend="auto"` then uses)."""
     return env_id in JAX_ENVS or env_id in MULTI_AGENT_ENVS or is_playground(env_id)
@@ -191,6 +210,7 @@ __all__ = [
     "is_playground",
     "make",
     "make_playground",
+    "register_jax_env",
     "max_episode_steps",
     "resolve_backend",
 ]

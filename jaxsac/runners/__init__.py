@@ -10,14 +10,17 @@
   in Ray actors, sampled synchronously and replaced when they fail (Ray is imported on
   first use).
 
-Both give the same NEXT_STEP stream (see jax_runner's docstring).
+Both give the same NEXT_STEP stream (see jax_runner's docstring). `HostRunner`
+(host_runner) is the contract of the host runners, which the gymnasium loop relies on.
 """
 
 from jaxsac.runners.env_runner import EnvRunner
 from jaxsac.runners.gym_runner import VECTORIZATIONS, GymRunner, PackedRows
+from jaxsac.runners.host_runner import HostRunner
 from jaxsac.runners.jax_runner import ActFn, JaxRunner, RunnerState, make_jax_runner, random_act_fn
 from jaxsac.runners.ray_runner import RAY_EXTRA, RayEnvRunners, check_ray_installed
 
-__all__ = ["RAY_EXTRA", "VECTORIZATIONS", "ActFn", "EnvRunner", "GymRunner", "JaxRunner",
+__all__ = ["RAY_EXTRA", "VECTORIZATIONS", "ActFn", "EnvRunner", "GymRunner", "HostRunner",
+           "JaxRunner",
            "PackedRows", "RayEnvRunners", "RunnerState", "check_ray_installed",
            "make_jax_runner", "random_act_fn"]

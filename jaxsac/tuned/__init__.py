@@ -39,7 +39,16 @@ def tuned_values(env_id: str) -> dict[str, Any]:
 
 
 def tuned(env_id: str, **overrides: Any) -> SACConfig:
-    """The tuned SACConfig for `env_id`, with `overrides` applied (and validated)."""
+    """The tuned SACConfig for `env_id`, with `overrides` applied (and validated).
+
+    Args:
+        env_id: one of `available()`.
+        overrides: SACConfig fields that replace the tuned values.
+
+    Returns:
+        The SACConfig. Raises ValueError for an env id without a tuned example (listing
+        those that have one) or a bad override (naming it).
+    """
     return SACConfig.from_dict({**tuned_values(env_id), **overrides})
 
 

@@ -1,0 +1,55 @@
+"""SAC networks (flax.linen) and the three extension points built on them:
+
+    encoders   observation -> features (`Encoder`; "flat" by default), by name
+    critics    the critics, their TD target and loss (`CriticFamily`; "ensemble"), by name
+    heads      the action distribution of each kind of action space (`PolicyHead`),
+               chosen from the action adapter's kind
+
+`policy_head(actions, config, obs_dim)` assembles a head with the encoder and critic
+family the config names. Shapes: B the batch size, |A| the action dimension (Box) or
+the number of actions (Discrete), N the number of critics.
+"""
+
+from jaxsac.networks.critics import (
+    CriticFamily,
+    EnsembleCritic,
+    QEnsemble,
+    element_loss,
+    make_critic,
+    register_critic,
+    registered_critics,
+)
+from jaxsac.networks.encoders import (
+    Encoder,
+    make_encoder,
+    register_encoder,
+    registered_encoders,
+)
+from jaxsac.networks.heads import (
+    DISCRETE_TARGET_ENTROPY_SCALE,
+    LOG_STD_MAX,
+    LOG_STD_MIN,
+    Actor,
+    CategoricalActor,
+    CategoricalHead,
+    PolicyHead,
+    SquashedGaussianHead,
+    categorical_log_probs,
+    deterministic_action,
+    init_networks,
+    policy_head,
+    register_policy_head,
+    sample_action,
+    squashed_log_prob,
+)
+from jaxsac.networks.layers import ACTIVATIONS, KERNEL_INIT, MLP
+
+__all__ = [
+    "ACTIVATIONS", "DISCRETE_TARGET_ENTROPY_SCALE", "KERNEL_INIT", "LOG_STD_MAX",
+    "LOG_STD_MIN", "MLP", "Actor", "CategoricalActor", "CategoricalHead", "CriticFamily",
+    "Encoder", "EnsembleCritic", "PolicyHead", "QEnsemble", "SquashedGaussianHead",
+    "categorical_log_probs", "deterministic_action", "element_loss", "init_networks",
+    "make_critic", "make_encoder", "policy_head", "register_critic", "register_encoder",
+    "register_policy_head", "registered_critics", "registered_encoders", "sample_action",
+    "squashed_log_prob",
+]

@@ -1,0 +1,191 @@
+"""Critic families: the critics' networks, the TD target built from them and the loss
+that fits them, chosen by name (`SACConfig.critic`) at assembly.
+
+The contract (`CriticFamily`) is what the learner and the policy heads need:
+
+    params = family.init(key, obs [1, obs_dim], action [1, |A|] or None)
+    out = family.apply(params, obs [B, obs_dim], action [B, |A|] or None)
+        -> [N, B, *T] for Box actions, [N, B, |A|, *T] for Discrete ones (the value of
+           every action): N ensemble members, T the family's trailing value shape
+           (() for scalar Q-values, (K,) for K quantiles or atoms)
+    family.value(out) -> [B(, |A|)]       the value the policy maximizes
+    family.next_value(out) -> [B(, |A|), *T]   what the target is built from at s'
+    family.td_target(reward [B], discount [B], soft_next [B, *T]) -> target [B, *T]
+        soft_next is E_π[next_value − α log π] at s', taken by the policy head
+    family.loss(out_taken [N, B, *T], target, weights [B]) -> (loss [], td_error [B])
+        td_error is what prioritized replay turns into priorities
+
+"ensemble" is the first family: N independent Q-functions, the minimum of them as the
+value and the target (docs/semantics.md). Another family plugs in by name:
+
+    jaxsac.networks.register_critic("mine", lambda config, num_actions, encoder: Mine(...))
+    config = jaxsac.SACConfig(critic="mine")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxsac import checks
+from jaxsac.config import SACConfig
+from jaxsac.networks.layers import MLP
+
+
+@runtime_checkable
+class CriticFamily(Protocol):
+    """See the module docstring for shapes."""
+
+    def init(self, key: jax.Array, obs: jax.Array, action: jax.Array | None = None
+             ) -> Any: ...
+
+    def apply(self, params: Any, obs: jax.Array, action: jax.Array | None = None
+              ) -> jax.Array: ...
+
+    def value(self, out: jax.Array) -> jax.Array: ...
+
+    def next_value(self, out: jax.Array) -> jax.Array: ...
+
+    def td_target(self, reward: jax.Array, discount: jax.Array, soft_next: jax.Array
+                  ) -> jax.Array: ...
+
+    def loss(self, out_taken: jax.Array, target: jax.Array, weights: jax.Array
+             ) -> tuple[jax.Array, jax.Array]: ...
+
+
+class QEnsemble(nn.Module):
+    """N critics as one module: parameters carry a leading axis N.
+
+    Continuous (num_actions=0): `__call__(obs [B, obs_dim], action [B, |A|]) -> q [N, B]`.
+    Discrete (num_actions=|A|): `__call__(obs [B, obs_dim]) -> q [N, B, |A|]`, the value
+    of every action. `layer_norm`: LayerNorm after each hidden activation. `encoder`:
+    a flax module obs -> features the N critics share (None: obs itself).
+
+    The parameters are those of `nn.vmap(MLP)`: created by it, so each critic has its
+    own initial draw, and stacked along axis 0 (the layout of every checkpoint). Without
+    LayerNorm the forward pass is the vmapped module, one batched pass over the critics.
+    With LayerNorm it applies each critic's slice in turn, which is faster on the CPU
+    (docs/performance.md, "The critic ensemble").
+    """
+
+    num_q: int = 2
+    hidden_sizes: Sequence[int] = (256, 256)
+    activation: str = "relu"
+    num_actions: int = 0
+    layer_norm: bool = False
+    encoder: nn.Module | None = None
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, action: jax.Array | None = None) -> jax.Array:
+        features = obs if self.encoder is None else self.encoder(obs)
+        x = features if self.num_actions else jnp.concatenate([features, action], axis=-1)
+        mlp_fields = (self.hidden_sizes, self.num_actions or 1, self.activation, self.layer_norm)
+        critics = nn.vmap(
+            MLP,
+            variable_axes={"params": 0},
+            split_rngs={"params": True},
+            in_axes=None,
+            out_axes=0,
+            axis_size=self.num_q,
+        )(*mlp_fields)
+        if self.is_initializing() or not self.layer_norm:
+            q = critics(x)
+        else:
+            stacked = critics.variables["params"]
+            held = jax.tree.leaves(stacked)[0].shape[0]
+            if held != self.num_q:
+                raise ValueError(f"QEnsemble(num_q={self.num_q}) was given the parameters "
+                                 f"of {held} critics")
+            critic = MLP(*mlp_fields, parent=None)  # unbound: applied to each slice
+            q = jnp.stack([
+                critic.apply({"params": jax.tree.map(lambda p, i=i: p[i], stacked)}, x)
+                for i in range(self.num_q)])
+        return q if self.num_actions else q[..., 0]
+
+
+def element_loss(kind: str, error: jax.Array) -> jax.Array:
+    """ℓ(x): ½x² ("mse") or Huber with δ = 1 ("huber"), elementwise."""
+    if kind == "huber":
+        return optax.huber_loss(error, delta=1.0)
+    return 0.5 * jnp.square(error)
+
+
+class EnsembleCritic(NamedTuple):
+    """N Q-functions (`QEnsemble`): value and next value are min_i Q_i, the target is
+    y = r + d·soft_next, the loss mean_B w·Σ_i ℓ(Q_i − y) and the TD error
+    mean_i |Q_i − y| (docs/semantics.md, "Losses")."""
+
+    network: QEnsemble
+    loss_kind: str = "mse"
+
+    def init(self, key: jax.Array, obs: jax.Array, action: jax.Array | None = None) -> Any:
+        return self.network.init(key, obs, action)
+
+    def apply(self, params: Any, obs: jax.Array, action: jax.Array | None = None
+              ) -> jax.Array:
+        return self.network.apply(params, obs, action)
+
+    def value(self, out: jax.Array) -> jax.Array:
+        return jnp.min(out, axis=0)
+
+    def next_value(self, out: jax.Array) -> jax.Array:
+        return jnp.min(out, axis=0)
+
+    def td_target(self, reward: jax.Array, discount: jax.Array, soft_next: jax.Array
+                  ) -> jax.Array:
+        return reward + discount * soft_next
+
+    def loss(self, out_taken: jax.Array, target: jax.Array, weights: jax.Array
+             ) -> tuple[jax.Array, jax.Array]:
+        error = out_taken - target
+        loss = jnp.mean(weights * jnp.sum(element_loss(self.loss_kind, error), 0))
+        return loss, jnp.mean(jnp.abs(error), axis=0)
+
+
+CriticFactory = Callable[[SACConfig, int, Any], CriticFamily]
+"""(config, num_actions (|A| for Discrete actions, 0 for Box), encoder or None) -> the
+family."""
+
+
+def _ensemble(config: SACConfig, num_actions: int, encoder: Any) -> EnsembleCritic:
+    return EnsembleCritic(QEnsemble(config.num_q, config.hidden_sizes, config.activation,
+                                    num_actions, config.critic_layer_norm, encoder),
+                          config.critic_loss)
+
+
+_CRITICS: dict[str, CriticFactory] = {"ensemble": _ensemble}
+
+
+def register_critic(name: str, factory: CriticFactory) -> None:
+    """Make `SACConfig(critic=name)` build its critics with `factory`."""
+    if not isinstance(name, str) or not name or name == "ensemble":
+        checks.fail("register_critic", "name", name,
+                    "a non-empty string other than the built-in 'ensemble'")
+    if not callable(factory):
+        checks.fail("register_critic", "factory", factory,
+                    "callable (config, num_actions, encoder) -> CriticFamily")
+    _CRITICS[name] = factory
+
+
+def registered_critics() -> list[str]:
+    """The names `SACConfig.critic` accepts in this process."""
+    return sorted(_CRITICS)
+
+
+def make_critic(config: SACConfig, num_actions: int, encoder: Any = None) -> CriticFamily:
+    """The critic family `config.critic` names."""
+    if config.critic not in _CRITICS:
+        checks.fail("SACConfig", "critic", config.critic, f"one of the registered critic "
+                    f"families {registered_critics()} (jaxsac.networks.register_critic adds "
+                    "one)")
+    family = _CRITICS[config.critic](config, num_actions, encoder)
+    if not isinstance(family, CriticFamily):
+        raise ValueError(f"the critic factory registered as {config.critic!r} returned "
+                         f"{type(family).__name__}, which lacks CriticFamily's methods "
+                         "(init, apply, value, next_value, td_target, loss)")
+    return family
