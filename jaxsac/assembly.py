@@ -24,7 +24,7 @@ from jaxsac.learner import Hyperparams, Learner, LearnerState, make_learner, sta
 from jaxsac.metrics import empty_episode_stats
 from jaxsac.replay import ReplayBuffer, ReplayState
 from jaxsac.runners import JaxRunner, check_ray_installed, make_jax_runner
-from jaxsac.schedule import validate_schedule
+from jaxsac.schedule import Schedule, validate_schedule
 from jaxsac.types import Step
 
 
@@ -82,6 +82,11 @@ class Assembly(NamedTuple):
         return state.runner if self.runner is None else state.runner.obs_norm
 
     @property
+    def schedule(self) -> Schedule:
+        """The schedule's settings of the module config."""
+        return Schedule.of(self.module_config)
+
+    @property
     def env_steps_per_iteration(self) -> int:
         """Env steps one iteration counts: num_envs (each agent's own, E, for several
         agents)."""
@@ -122,16 +127,16 @@ def validate(config: SACConfig, placement: sharding.Placement | None = None) -> 
         raise ValueError(f"make_train/train: a mesh of {placement.mesh.devices.size} devices "
                          f"is invalid for the multi-agent env {config.env_id!r}: it runs on one "
                          "device; pass a one-device mesh (jaxsac.sharding.make_mesh(devices[:1]))")
-    validate_schedule(config)
+    validate_schedule(Schedule.of(config))
     if config.action_noise_exponent:
         noise_horizon(config)
     if multi_agent:
-        validate_schedule(agents.module_config(config))
+        validate_schedule(Schedule.of(agents.module_config(config)))
     return backend
 
 
 def assemble(config: SACConfig, gamma: Any = None,
-                  placement: sharding.Placement | None = None) -> Assembly:
+             placement: sharding.Placement | None = None) -> Assembly:
     """Learner, buffer and JAX runner for `config` (a JAX env); `gamma` may be traced (a
     sweep). `placement` puts the state's arrays on a device mesh (jaxsac.sharding)."""
     if validate(config, placement) != "jax":
@@ -141,10 +146,11 @@ def assemble(config: SACConfig, gamma: Any = None,
         return _multi_agent_assembly(config, gamma)
     env = envs.make(config.env_id, backend="jax", obs_keys=config.obs_keys)
     runner = make_jax_runner(env, config.num_envs, normalize_obs=config.normalize_obs)
+    check_exploration(config, runner.actions)
     return Assembly(config, env, make_learner(config, runner.obs_dim, runner.actions),
-                   make_buffer(config, config.gamma if gamma is None else gamma), runner,
-                   connectors.EnvToModule(normalize=config.normalize_obs), runner.obs_dim,
-                   runner.actions, placement=placement)
+                    make_buffer(config, config.gamma if gamma is None else gamma), runner,
+                    connectors.EnvToModule(normalize=config.normalize_obs), runner.obs_dim,
+                    runner.actions, placement=placement)
 
 
 def _multi_agent_assembly(config: SACConfig, gamma: Any) -> Assembly:
@@ -155,24 +161,35 @@ def _multi_agent_assembly(config: SACConfig, gamma: Any) -> Assembly:
     layout = AgentLayout.from_config(config)
     runner = make_jax_runner(env.agent_env, config.num_envs * config.num_agents,
                              normalize_obs=config.normalize_obs)
+    check_exploration(config, runner.actions)
     learner = stacked_learner(make_learner(per_module, runner.obs_dim, runner.actions),
                               per_module, layout)
     buffer = replay.stacked_buffer(
         make_buffer(per_module, per_module.gamma if gamma is None else gamma), layout)
     return Assembly(per_module, env, learner, buffer, runner,
-                   connectors.EnvToModule(normalize=config.normalize_obs), runner.obs_dim,
-                   runner.actions, agents=layout)
+                    connectors.EnvToModule(normalize=config.normalize_obs), runner.obs_dim,
+                    runner.actions, agents=layout)
 
 
 def host_assembly(config: SACConfig, obs_dim: int,
-                 actions: connectors.ModuleActions | int) -> Assembly:
+                  actions: connectors.ModuleActions | int) -> Assembly:
     """The learner and buffer of a run whose envs live on the host (no JAX env or
     runner): the gymnasium loop, and checkpoint templates of such runs. `actions`: the
     action adapter (an int d: the Box [-1, 1]^d)."""
     actions = connectors.module_actions(actions, "host_assembly")
+    check_exploration(config, actions)
     return Assembly(config, None, make_learner(config, obs_dim, actions),
-                   make_buffer(config, config.gamma), None,
-                   connectors.EnvToModule(normalize=config.normalize_obs), obs_dim, actions)
+                    make_buffer(config, config.gamma), None,
+                    connectors.EnvToModule(normalize=config.normalize_obs), obs_dim, actions)
+
+
+def check_exploration(config: SACConfig, actions: connectors.ModuleActions) -> None:
+    """An error for exploration settings the action space cannot honour: colored noise
+    is for the Gaussian policy of Box actions."""
+    if config.action_noise_exponent and actions.kind == "discrete":
+        checks.fail("SACConfig", "action_noise_exponent", config.action_noise_exponent,
+                    f"0 for the Discrete action space {actions.space} (colored exploration "
+                    "noise is for the Gaussian policy of Box actions)")
 
 
 def make_buffer(config: SACConfig, gamma: Any) -> ReplayBuffer:

@@ -214,7 +214,7 @@ class SACConfig:
     critic: str = setting("ensemble", NETWORKS, STRUCTURAL)
     """The critic family, by name: "ensemble" (num_q Q-functions, their minimum as the
     target) or one added with jaxsac.networks.register_critic."""
-    critic_loss: Literal["mse", "huber"] = setting("mse", LEARNER, check=Choice(CRITIC_LOSSES))
+    critic_loss: Literal["mse", "huber"] = setting("mse", NETWORKS, check=Choice(CRITIC_LOSSES))
     """Critic loss: ½x² ("mse") or Huber with δ = 1 ("huber")."""
     grad_clip: float | None = setting(None, LEARNER)
     """Global-norm gradient clipping, applied to each optimizer separately; None: off."""
@@ -334,6 +334,30 @@ def fields_of(part: str) -> tuple[str, ...]:
     if part not in PARTS:
         checks.fail("fields_of", "part", part, f"one of {list(PARTS)}")
     return tuple(f.name for f in dataclasses.fields(SACConfig) if f.metadata["part"] == part)
+
+
+def settings_type(name: str, parts: tuple[str, ...], extra: tuple[str, ...] = ()) -> type:
+    """A NamedTuple type of the SACConfig fields read by `parts` (and the `extra` fields
+    of other parts), in declaration order, with `of(config)` taking them from a config:
+    the settings one piece of a run takes instead of the whole config. Hashable, so it
+    can be a static argument or a cache key as a config can."""
+    for part in parts:
+        if part not in PARTS:
+            checks.fail("settings_type", "parts", parts, f"parts from {list(PARTS)}")
+    fields = [f for f in dataclasses.fields(SACConfig)
+              if f.metadata["part"] in parts or f.name in extra]
+    unknown = sorted(set(extra) - {f.name for f in dataclasses.fields(SACConfig)})
+    if unknown:
+        checks.fail("settings_type", "extra", extra, f"SACConfig fields (unknown: {unknown})")
+    base = NamedTuple(f"{name}Fields", [(f.name, Any) for f in fields])
+
+    def of(cls: type, config: SACConfig) -> Any:
+        return cls(*(getattr(config, field) for field in cls._fields))
+
+    doc = (f"The SACConfig fields of the parts {list(parts)}"
+           + (f" and {list(extra)}" if extra else "") + ": " + ", ".join(base._fields) + ".")
+    return type(name, (base,), {"__slots__": (), "__doc__": doc, "of": classmethod(of),
+                                "__module__": __name__})
 
 
 def _check_value(name: str, value: Any, check: Check) -> None:

@@ -141,8 +141,9 @@ class HostLoop:
 
     def run_period(self, state: TrainState, period: int):
         """One log period: its iterations block by block, then its metrics row."""
-        per = iterations_per_period(self.assembly.module_config)
-        for phase, count in segments(self.assembly.module_config, period * per, (period + 1) * per):
+        per = iterations_per_period(self.assembly.schedule)
+        for phase, count in segments(self.assembly.schedule, period * per,
+                                     (period + 1) * per):
             state = self.run(state, phase, count)
         return state, self.period_metrics(state, period)
 

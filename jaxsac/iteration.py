@@ -52,7 +52,7 @@ def learn_from(assembly: Assembly, state: TrainState, obs_stats: Any, key: jax.A
     """The gradient steps due after iteration `state.iteration - 1`'s add (see
     `schedule.gradient_schedule`): (learner state, buffer state, learner metrics, NaN
     for an iteration without gradient steps)."""
-    per_iteration, every = gradient_schedule(assembly.module_config)
+    per_iteration, every = gradient_schedule(assembly.schedule)
 
     def run(_):
         return gradient_steps(assembly, state.learner, state.buffer, obs_stats, key,

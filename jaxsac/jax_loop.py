@@ -47,7 +47,7 @@ def policy_act_fn(assembly: Assembly, state: TrainState):
     with the iteration's colored exploration noise when the config asks for it."""
     noise = exploration_noise(assembly, state.key, state.iteration, assembly.runner.num_envs)
     return lambda obs, key: assembly.learner.act(state.learner.actor_params, obs, key,
-                                                noise=noise)
+                                                 noise=noise)
 
 
 def training_step(assembly: Assembly, state: TrainState, iteration: jax.Array):
@@ -64,7 +64,7 @@ def training_step(assembly: Assembly, state: TrainState, iteration: jax.Array):
     Returns (state, learner metrics of this iteration: {name: [] or [M] for M stacked
     modules}, NaN when it took no gradient step).
     """
-    warmup = warmup_iterations(assembly.module_config)
+    warmup = warmup_iterations(assembly.schedule)
     act_key, _ = iteration_keys(state.key, state.iteration)
     random_act, policy_act = random_act_fn(assembly.actions), policy_act_fn(assembly, state)
 
@@ -89,7 +89,7 @@ def run_iterations(assembly: Assembly, state: TrainState, first: Any, count: int
 def run_period(assembly: Assembly, state: TrainState, period: Any):
     """Log period `period` (an int, or an int32 scalar traced the same for every seed):
     its iterations, then one row of metrics with the period's evaluation."""
-    per = iterations_per_period(assembly.module_config)
+    per = iterations_per_period(assembly.schedule)
     state, metrics = run_iterations(assembly, state, period * per, per)
     learner_metrics = jax.tree.map(lambda m: jnp.nanmean(m, axis=0), metrics)
     return state, period_metrics(assembly, state, learner_metrics, period)
@@ -165,7 +165,7 @@ def make_train(config: SACConfig, sweep: Sequence[str] = (),
         gamma = values.pop("gamma", None)
         assembly = assemble(config, gamma, placement)._replace(on_period=period_callback)
         state = init_state(assembly, key, Hyperparams.from_config(assembly.module_config, **values))
-        return run_periods(assembly, state, 0, num_periods(assembly.module_config))
+        return run_periods(assembly, state, 0, num_periods(assembly.schedule))
 
     return train_fn
 

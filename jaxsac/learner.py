@@ -24,12 +24,23 @@ import optax
 
 from jaxsac import checks, connectors
 from jaxsac.agents import AgentLayout
-from jaxsac.config import LEARNER_ARRAY, SACConfig, fields_with
+from jaxsac.config import (
+    LEARNER,
+    LEARNER_ARRAY,
+    NETWORKS,
+    SACConfig,
+    fields_with,
+    settings_type,
+)
 from jaxsac.connectors import ModuleActions
 from jaxsac.networks import PolicyHead, policy_head
 from jaxsac.types import Batch
 
 Params = Any
+
+LearnerSettings = settings_type("LearnerSettings", (LEARNER, NETWORKS))
+"""What the learner reads of a config (`LearnerSettings.of(config)`): the "learner" and
+"networks" parts."""
 
 METRICS = ("qf_loss", "policy_loss", "alpha_loss", "alpha", "log_alpha", "entropy",
            "q_mean", "q_min", "q_max", "td_error_mean", "td_error_nonfinite")
@@ -45,8 +56,9 @@ class Hyperparams(NamedTuple("HyperparamFields",
     __slots__ = ()
 
     @classmethod
-    def from_config(cls, config: SACConfig, **overrides: Any) -> Hyperparams:
-        """The config's values as float32 arrays; `overrides` (possibly traced) win."""
+    def from_config(cls, config: SACConfig | LearnerSettings, **overrides: Any) -> Hyperparams:
+        """The config's (or settings') values as float32 arrays; `overrides` (possibly
+        traced) win."""
         values = {name: getattr(config, name) for name in cls._fields}
         values.update(overrides)
         return cls(**{k: jnp.asarray(v, jnp.float32) for k, v in values.items()})
@@ -107,7 +119,7 @@ def _optimizer(grad_clip: float | None) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(grad_clip), optax.scale_by_adam())
 
 
-def target_entropy(config: SACConfig, head: PolicyHead) -> float:
+def target_entropy(config: SACConfig | LearnerSettings, head: PolicyHead) -> float:
     """H̄: the configured float, or the head's "auto" value (−|A| for a Box,
     target_entropy_scale · log|A| for Discrete actions)."""
     if config.target_entropy == "auto":
@@ -115,7 +127,8 @@ def target_entropy(config: SACConfig, head: PolicyHead) -> float:
     return float(config.target_entropy)
 
 
-def check_action_settings(config: SACConfig, actions: ModuleActions) -> None:
+def check_action_settings(config: SACConfig | LearnerSettings, actions: ModuleActions
+                          ) -> None:
     """Errors for settings the action space cannot honour, naming the field and the
     space: log_std_bounds is for Box actions only, target_entropy_scale for Discrete
     ones, and a Discrete target entropy must be below the largest, log|A|."""
@@ -130,25 +143,22 @@ def check_action_settings(config: SACConfig, actions: ModuleActions) -> None:
             checks.fail("SACConfig", "target_entropy", config.target_entropy,
                         f'"auto" or below log|A| = {largest:.6g} for the Discrete action '
                         f"space {space} (no policy has a larger entropy)")
-        if config.action_noise_exponent:
-            checks.fail("SACConfig", "action_noise_exponent", config.action_noise_exponent,
-                        f"0 for the Discrete action space {space} (colored exploration noise "
-                        "is for the Gaussian policy of Box actions)")
     elif config.target_entropy_scale is not None:
         checks.fail("SACConfig", "target_entropy_scale", config.target_entropy_scale,
                     f"None for the Box action space {space} (a Discrete-only setting; set "
                     "target_entropy for Box actions)")
 
 
-def make_learner(config: SACConfig, obs_dim: int,
+def make_learner(config: SACConfig | LearnerSettings, obs_dim: int,
                  actions: ModuleActions | gymnasium.Space | int) -> Learner:
     """Build the pure learner functions for observations [obs_dim] and the env's actions.
     The policy head (networks and the expectations of the losses) is chosen from the
     action space, here, once, with the encoder and critic family the config names.
 
     Args:
-        config: the learner's settings (networks, losses, optimizers, temperature; the
-            learning rates, tau and initial alpha are the defaults of `init`'s hparams).
+        config: a SACConfig or its `LearnerSettings` (networks, losses, optimizers,
+            temperature; the learning rates, tau and initial alpha are the defaults of
+            `init`'s hparams). The learner keeps only the LearnerSettings.
         obs_dim: entries of one flattened observation.
         actions: an action adapter (`jaxsac.connectors.ModuleActions`), a gymnasium Box
             or Discrete space, or an int d for the Box [-1, 1]^d.
@@ -157,6 +167,7 @@ def make_learner(config: SACConfig, obs_dim: int,
         Learner: the pure `init`, `update`, `act` and `loss`.
     """
     checks.check_int("make_learner", "obs_dim", obs_dim, 1)
+    config = LearnerSettings.of(config)
     actions = connectors.module_actions(actions, "make_learner")
     check_action_settings(config, actions)
     head = policy_head(actions, config, obs_dim)
@@ -297,7 +308,8 @@ def _learner_axes() -> LearnerState:
     return LearnerState(*([0] * (len(LearnerState.__dataclass_fields__) - 1)), hparams=None)
 
 
-def stacked_learner(learner: Learner, config: SACConfig, layout: AgentLayout) -> Learner:
+def stacked_learner(learner: Learner, config: SACConfig | LearnerSettings,
+                    layout: AgentLayout) -> Learner:
     """`learner` vmapped over M modules (`learner` itself for one module).
 
     init(key, hparams) -> LearnerState with leaves [M, ...] (hparams shared, unstacked).

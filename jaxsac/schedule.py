@@ -4,14 +4,21 @@ An *iteration* steps every env once. The first ceil(learning_starts / num_envs)
 iterations act at random (WARMUP); the last of them, once learning_starts steps are
 stored, also takes the first gradient steps (FIRST_UPDATE); every later iteration acts
 with the policy and learns (LEARN). Iterations are grouped into *log periods* of
-log_every env steps. All of it is Python arithmetic on the config, fixed at trace time.
+log_every env steps. All of it is Python arithmetic on a `Schedule`, fixed at trace
+time.
 """
 
 from __future__ import annotations
 
 import enum
 
-from jaxsac.config import SACConfig
+from jaxsac.config import SCHEDULE, settings_type
+
+Schedule = settings_type("Schedule", (SCHEDULE,), extra=("num_envs", "batch_size",
+                                                         "buffer_capacity"))
+"""The settings the schedule reads (`Schedule.of(config)`): the schedule's own fields,
+num_envs (an iteration's env steps), batch_size and buffer_capacity (checked against
+each other by `validate_schedule`)."""
 
 
 class Phase(enum.Enum):
@@ -23,36 +30,36 @@ class Phase(enum.Enum):
     LEARN = "learn"  # policy actions and gradient steps
 
 
-def warmup_iterations(config: SACConfig) -> int:
+def warmup_iterations(schedule: Schedule) -> int:
     """Iterations with random actions: ceil(learning_starts / num_envs)."""
-    return -(-config.learning_starts // config.num_envs)
+    return -(-schedule.learning_starts // schedule.num_envs)
 
 
-def iterations_per_period(config: SACConfig) -> int:
+def iterations_per_period(schedule: Schedule) -> int:
     """Iterations of one log period: log_every / num_envs."""
-    return config.log_every // config.num_envs
+    return schedule.log_every // schedule.num_envs
 
 
-def num_periods(config: SACConfig) -> int:
+def num_periods(schedule: Schedule) -> int:
     """Log periods of the whole run: total_env_steps / log_every."""
-    return config.total_env_steps // config.log_every
+    return schedule.total_env_steps // schedule.log_every
 
 
-def gradient_schedule(config: SACConfig) -> tuple[int, int]:
+def gradient_schedule(schedule: Schedule) -> tuple[int, int]:
     """(gradient steps per update iteration, iterations between update iterations).
 
     round(utd_ratio * num_envs) per iteration (Python's round, halves to even) when that
     is at least one, else one every round(1 / (utd_ratio * num_envs)) iterations.
     """
-    per_iteration = config.utd_ratio * config.num_envs
+    per_iteration = schedule.utd_ratio * schedule.num_envs
     if round(per_iteration) >= 1:
         return round(per_iteration), 1
     return 1, max(1, round(1.0 / per_iteration))
 
 
-def phase_of(config: SACConfig, iteration: int) -> Phase:
+def phase_of(schedule: Schedule, iteration: int) -> Phase:
     """The phase of iteration `iteration` (0-based)."""
-    warmup = warmup_iterations(config)
+    warmup = warmup_iterations(schedule)
     if iteration < warmup - 1:
         return Phase.WARMUP
     if iteration == warmup - 1:
@@ -60,13 +67,13 @@ def phase_of(config: SACConfig, iteration: int) -> Phase:
     return Phase.LEARN
 
 
-def segments(config: SACConfig, start: int, stop: int) -> list[tuple[Phase, int]]:
+def segments(schedule: Schedule, start: int, stop: int) -> list[tuple[Phase, int]]:
     """Iterations [start, stop) as consecutive (phase, count) runs."""
-    warmup = warmup_iterations(config)
+    warmup = warmup_iterations(schedule)
     cuts = [start, *(b for b in (warmup - 1, warmup) if start < b < stop), stop]
     out: list[tuple[Phase, int]] = []
     for begin, end in zip(cuts, cuts[1:], strict=False):
-        phase = phase_of(config, begin)
+        phase = phase_of(schedule, begin)
         if out and out[-1][0] is phase:
             out[-1] = (phase, out[-1][1] + end - begin)
         else:
@@ -74,14 +81,14 @@ def segments(config: SACConfig, start: int, stop: int) -> list[tuple[Phase, int]
     return out
 
 
-def validate_schedule(config: SACConfig) -> None:
+def validate_schedule(schedule: Schedule) -> None:
     """Errors for settings the loop cannot honour, naming the fields."""
-    if config.log_every % config.num_envs:
-        raise ValueError(f"SACConfig.log_every={config.log_every} must be a multiple of "
-                         f"num_envs={config.num_envs}")
-    if config.total_env_steps % config.log_every:
-        raise ValueError(f"SACConfig.total_env_steps={config.total_env_steps} must be a "
-                         f"multiple of log_every={config.log_every}")
-    if config.batch_size > config.buffer_capacity:
-        raise ValueError(f"SACConfig.batch_size={config.batch_size} must be at most "
-                         f"buffer_capacity={config.buffer_capacity}")
+    if schedule.log_every % schedule.num_envs:
+        raise ValueError(f"SACConfig.log_every={schedule.log_every} must be a multiple of "
+                         f"num_envs={schedule.num_envs}")
+    if schedule.total_env_steps % schedule.log_every:
+        raise ValueError(f"SACConfig.total_env_steps={schedule.total_env_steps} must be a "
+                         f"multiple of log_every={schedule.log_every}")
+    if schedule.batch_size > schedule.buffer_capacity:
+        raise ValueError(f"SACConfig.batch_size={schedule.batch_size} must be at most "
+                         f"buffer_capacity={schedule.buffer_capacity}")

@@ -27,7 +27,7 @@ from jaxsac.host_loop import HostLoop, host_runner, stack_rows
 from jaxsac.jax_loop import kept_jax_loop
 from jaxsac.learner import LearnerState
 from jaxsac.logger import RunLogger
-from jaxsac.schedule import num_periods
+from jaxsac.schedule import Schedule, num_periods
 
 Callback = Callable[[dict[str, np.ndarray], TrainState], Any]
 """callback(row, state) after each log period: `row` is the period's metrics (numpy
@@ -144,8 +144,9 @@ def run_log_periods(config: SACConfig, loop: Loop, keys: jax.Array, num_seeds: i
     logger = RunLogger(config.log_dir if first else None, config.total_env_steps, num_seeds,
                        progress and first, start_env_steps=start * config.log_every)
     rows = []
+    periods = num_periods(Schedule.of(config))
     try:
-        for period in range(start, num_periods(config)):
+        for period in range(start, periods):
             # The host loop donates its state to the device: keep a copy to save should
             # this period end in NaNs.
             previous = (jax.tree.map(jnp.copy, state) if loop.donates_state
@@ -168,7 +169,7 @@ def run_log_periods(config: SACConfig, loop: Loop, keys: jax.Array, num_seeds: i
             logger.log(row)
             stop = bool(callback is not None and callback(row, new_state))
             state = new_state
-            checkpoints.maybe_save(state, last=stop or period + 1 == num_periods(config))
+            checkpoints.maybe_save(state, last=stop or period + 1 == periods)
             if stop:
                 break
     finally:

@@ -84,7 +84,7 @@ def test_checkpoint_resume_is_bit_identical_and_load_policy_gives_cartpole_integ
     batch = np.random.default_rng(0).normal(size=(7, 4)).astype(np.float32)
     assembly = assemble(config)
     logits = assembly.learner.act(full.state.learner.actor_params, batch, jax.random.key(0),
-                                 deterministic=True)
+                                  deterministic=True)
     np.testing.assert_array_equal(policy(batch), np.asarray(logits))
 
 
@@ -137,7 +137,7 @@ def test_multi_agent_cartpole_trains_independent_discrete_modules(tmp_path):
 ])
 @pytest.mark.parametrize("backend", ["jax", "gymnasium"])
 def test_settings_of_the_other_action_kind_are_errors_naming_the_space(changes, message,
-                                                                        backend):
+                                                                       backend):
     config = jaxsac.SACConfig(**{**TINY, **changes}, backend=backend)
     with pytest.raises(ValueError, match=message):
         jaxsac.train(config, progress=False)

@@ -130,5 +130,5 @@ def test_the_check_sees_a_violation():
     source = "from jaxsac.train import train\n\ndef f():\n    import jaxsac.jax_loop\n"
     found = jaxsac_imports("jaxsac.networks", ast.parse(source))
     assert [(name, top) for name, _, top in found] == [("jaxsac.train", True),
-                                                      ("jaxsac.jax_loop", False)]
+                                                       ("jaxsac.jax_loop", False)]
     assert LAYER_OF[unit_of("jaxsac.train")] > LAYER_OF[unit_of("jaxsac.networks")]

@@ -17,7 +17,7 @@ from jaxsac.assembly import assemble, init_state
 from jaxsac.jax_loop import run_periods
 from jaxsac.learner import Hyperparams
 from jaxsac.metrics import AgentEpisodeStats, EpisodeStats
-from jaxsac.schedule import num_periods
+from jaxsac.schedule import Schedule, num_periods
 from tests.support.helpers import TINY, leaves_equal
 
 PENDULUM_BAR = -250.0
@@ -210,7 +210,7 @@ def test_independent_modules_stay_independent():
     def run(factor):
         assembly = with_factor(factor)
         state = init_state(assembly, jax.random.key(0), hparams)
-        return run_periods(assembly, state, 0, num_periods(config))[0]
+        return run_periods(assembly, state, 0, num_periods(Schedule.of(config)))[0]
 
     states = jax.jit(jax.vmap(run))(jnp.array([1.0, 3.0]))
     learners = states.learner.replace(hparams=())  # [factor, module, ...] leaves

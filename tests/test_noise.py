@@ -123,7 +123,7 @@ def test_colored_noise_needs_box_actions_and_a_horizon():
     with pytest.raises(ValueError, match=r"action_noise_horizon=None.*no registered time "
                                          r"limit"):
         assemble(jaxsac.SACConfig(env_id="MultiAgentPendulum-v1", num_agents=2,
-                                       action_noise_exponent=1.0))
+                                  action_noise_exponent=1.0))
 
 
 def test_both_loops_act_with_the_same_colored_noise():

@@ -21,6 +21,7 @@ from jaxsac.jax_loop import make_train
 from jaxsac.learner import Hyperparams
 from jaxsac.schedule import (
     Phase,
+    Schedule,
     gradient_schedule,
     iterations_per_period,
     phase_of,
@@ -34,9 +35,9 @@ from tests.support.helpers import TINY, leaves_equal
 @pytest.mark.parametrize(("learning_starts", "num_envs"), [(0, 1), (1, 1), (100, 1), (100, 8),
                                                            (256, 3), (1000, 4)])
 def test_segments_cover_every_iteration_with_its_phase(learning_starts, num_envs):
-    config = jaxsac.SACConfig(learning_starts=learning_starts, num_envs=num_envs,
-                              log_every=24 * num_envs, total_env_steps=2_400 * num_envs,
-                              buffer_capacity=1200 * num_envs)
+    config = Schedule.of(jaxsac.SACConfig(
+        learning_starts=learning_starts, num_envs=num_envs, log_every=24 * num_envs,
+        total_env_steps=2_400 * num_envs, buffer_capacity=1200 * num_envs))
     per = iterations_per_period(config)
     for period in range(10):
         expanded = [phase for phase, n in segments(config, period * per, (period + 1) * per)
@@ -58,7 +59,7 @@ def test_segments_cover_every_iteration_with_its_phase(learning_starts, num_envs
                           (0.25, 1, (1, 4)), (2.0, 3, (6, 1)), (0.1, 2, (1, 5))])
 def test_gradient_schedule(utd, num_envs, expected):
     config = jaxsac.SACConfig(utd_ratio=utd, num_envs=num_envs, buffer_capacity=1000 * num_envs)
-    assert gradient_schedule(config) == expected
+    assert gradient_schedule(Schedule.of(config)) == expected
 
 
 def test_make_train_vmaps_over_seeds_with_metrics_per_period():

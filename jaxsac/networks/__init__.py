@@ -5,9 +5,10 @@
     heads      the action distribution of each kind of action space (`PolicyHead`),
                chosen from the action adapter's kind
 
-`policy_head(actions, config, obs_dim)` assembles a head with the encoder and critic
-family the config names. Shapes: B the batch size, |A| the action dimension (Box) or
-the number of actions (Discrete), N the number of critics.
+`policy_head(actions, settings, obs_dim)` assembles a head with the encoder and critic
+family the settings (`NetworkSettings`, the config's "networks" fields) name. Shapes: B
+the batch size, |A| the action dimension (Box) or the number of actions (Discrete), N
+the number of critics.
 """
 
 from jaxsac.networks.critics import (
@@ -43,13 +44,14 @@ from jaxsac.networks.heads import (
     squashed_log_prob,
 )
 from jaxsac.networks.layers import ACTIVATIONS, KERNEL_INIT, MLP
+from jaxsac.networks.settings import NetworkSettings
 
 __all__ = [
     "ACTIVATIONS", "DISCRETE_TARGET_ENTROPY_SCALE", "KERNEL_INIT", "LOG_STD_MAX",
     "LOG_STD_MIN", "MLP", "Actor", "CategoricalActor", "CategoricalHead", "CriticFamily",
-    "Encoder", "EnsembleCritic", "PolicyHead", "QEnsemble", "SquashedGaussianHead",
-    "categorical_log_probs", "deterministic_action", "element_loss", "init_networks",
-    "make_critic", "make_encoder", "policy_head", "register_critic", "register_encoder",
-    "register_policy_head", "registered_critics", "registered_encoders", "sample_action",
-    "squashed_log_prob",
+    "Encoder", "EnsembleCritic", "NetworkSettings", "PolicyHead", "QEnsemble",
+    "SquashedGaussianHead", "categorical_log_probs", "deterministic_action", "element_loss",
+    "init_networks", "make_critic", "make_encoder", "policy_head", "register_critic",
+    "register_encoder", "register_policy_head", "registered_critics", "registered_encoders",
+    "sample_action", "squashed_log_prob",
 ]

@@ -18,7 +18,7 @@ The contract (`CriticFamily`) is what the learner and the policy heads need:
 "ensemble" is the first family: N independent Q-functions, the minimum of them as the
 value and the target (docs/semantics.md). Another family plugs in by name:
 
-    jaxsac.networks.register_critic("mine", lambda config, num_actions, encoder: Mine(...))
+    jaxsac.networks.register_critic("mine", lambda settings, num_actions, encoder: Mine(...))
     config = jaxsac.SACConfig(critic="mine")
 """
 
@@ -33,8 +33,8 @@ import jax.numpy as jnp
 import optax
 
 from jaxsac import checks
-from jaxsac.config import SACConfig
 from jaxsac.networks.layers import MLP
+from jaxsac.networks.settings import NetworkSettings
 
 
 @runtime_checkable
@@ -147,15 +147,15 @@ class EnsembleCritic(NamedTuple):
         return loss, jnp.mean(jnp.abs(error), axis=0)
 
 
-CriticFactory = Callable[[SACConfig, int, Any], CriticFamily]
-"""(config, num_actions (|A| for Discrete actions, 0 for Box), encoder or None) -> the
+CriticFactory = Callable[[NetworkSettings, int, Any], CriticFamily]
+"""(settings, num_actions (|A| for Discrete actions, 0 for Box), encoder or None) -> the
 family."""
 
 
-def _ensemble(config: SACConfig, num_actions: int, encoder: Any) -> EnsembleCritic:
-    return EnsembleCritic(QEnsemble(config.num_q, config.hidden_sizes, config.activation,
-                                    num_actions, config.critic_layer_norm, encoder),
-                          config.critic_loss)
+def _ensemble(settings: NetworkSettings, num_actions: int, encoder: Any) -> EnsembleCritic:
+    return EnsembleCritic(QEnsemble(settings.num_q, settings.hidden_sizes, settings.activation,
+                                    num_actions, settings.critic_layer_norm, encoder),
+                          settings.critic_loss)
 
 
 _CRITICS: dict[str, CriticFactory] = {"ensemble": _ensemble}
@@ -168,7 +168,7 @@ def register_critic(name: str, factory: CriticFactory) -> None:
                     "a non-empty string other than the built-in 'ensemble'")
     if not callable(factory):
         checks.fail("register_critic", "factory", factory,
-                    "callable (config, num_actions, encoder) -> CriticFamily")
+                    "callable (settings, num_actions, encoder) -> CriticFamily")
     _CRITICS[name] = factory
 
 
@@ -177,15 +177,16 @@ def registered_critics() -> list[str]:
     return sorted(_CRITICS)
 
 
-def make_critic(config: SACConfig, num_actions: int, encoder: Any = None) -> CriticFamily:
-    """The critic family `config.critic` names."""
-    if config.critic not in _CRITICS:
-        checks.fail("SACConfig", "critic", config.critic, f"one of the registered critic "
+def make_critic(settings: NetworkSettings, num_actions: int, encoder: Any = None
+                ) -> CriticFamily:
+    """The critic family `settings.critic` names."""
+    if settings.critic not in _CRITICS:
+        checks.fail("SACConfig", "critic", settings.critic, f"one of the registered critic "
                     f"families {registered_critics()} (jaxsac.networks.register_critic adds "
                     "one)")
-    family = _CRITICS[config.critic](config, num_actions, encoder)
+    family = _CRITICS[settings.critic](settings, num_actions, encoder)
     if not isinstance(family, CriticFamily):
-        raise ValueError(f"the critic factory registered as {config.critic!r} returned "
+        raise ValueError(f"the critic factory registered as {settings.critic!r} returned "
                          f"{type(family).__name__}, which lacks CriticFamily's methods "
                          "(init, apply, value, next_value, td_target, loss)")
     return family

@@ -20,8 +20,8 @@ number of actions (Discrete), and out the critic family's output (jaxsac.network
 
 Another head plugs in for a new kind of action adapter (jaxsac.connectors.ModuleActions):
 
-    jaxsac.networks.register_policy_head("my_kind", lambda actions, config, critic,
-                                         encoder: MyHead(...))
+    jaxsac.networks.register_policy_head("my_kind", lambda actions, settings, critic,
+                                         encoder: MyHead(...), critics_value_every_action=False)
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from jaxsac.config import SACConfig
 from jaxsac.networks.critics import CriticFamily, make_critic
 from jaxsac.networks.encoders import make_encoder
 from jaxsac.networks.layers import MLP
+from jaxsac.networks.settings import NetworkSettings
 
 LOG_STD_MIN = -5.0
 LOG_STD_MAX = 2.0
@@ -251,22 +252,22 @@ class CategoricalHead(NamedTuple):
         return float(scale) * math.log(self.num_actions)
 
 
-def _squashed_gaussian(actions: Any, config: SACConfig, critic: CriticFamily,
+def _squashed_gaussian(actions: Any, settings: NetworkSettings, critic: CriticFamily,
                        encoder: Any) -> SquashedGaussianHead:
-    low, high = ((LOG_STD_MIN, LOG_STD_MAX) if config.log_std_bounds is None
-                 else config.log_std_bounds)
-    return SquashedGaussianHead(Actor(actions.dim, config.hidden_sizes, config.activation,
+    low, high = ((LOG_STD_MIN, LOG_STD_MAX) if settings.log_std_bounds is None
+                 else settings.log_std_bounds)
+    return SquashedGaussianHead(Actor(actions.dim, settings.hidden_sizes, settings.activation,
                                       low, high, encoder), critic, actions.dim)
 
 
-def _categorical(actions: Any, config: SACConfig, critic: CriticFamily,
+def _categorical(actions: Any, settings: NetworkSettings, critic: CriticFamily,
                  encoder: Any) -> CategoricalHead:
-    return CategoricalHead(CategoricalActor(actions.dim, config.hidden_sizes,
-                                            config.activation, encoder), critic, actions.dim)
+    return CategoricalHead(CategoricalActor(actions.dim, settings.hidden_sizes,
+                                            settings.activation, encoder), critic, actions.dim)
 
 
-HeadFactory = Callable[[Any, SACConfig, CriticFamily, Any], PolicyHead]
-"""(action adapter, config, critic family, encoder or None) -> the head."""
+HeadFactory = Callable[[Any, NetworkSettings, CriticFamily, Any], PolicyHead]
+"""(action adapter, settings, critic family, encoder or None) -> the head."""
 
 _HEADS: dict[str, tuple[HeadFactory, bool]] = {
     "continuous": (_squashed_gaussian, False), "discrete": (_categorical, True)}
@@ -282,23 +283,25 @@ def register_policy_head(kind: str, factory: HeadFactory, *, critics_value_every
                     "a non-empty string other than the built-in 'continuous' and 'discrete'")
     if not callable(factory):
         checks.fail("register_policy_head", "factory", factory,
-                    "callable (actions, config, critic, encoder) -> PolicyHead")
+                    "callable (actions, settings, critic, encoder) -> PolicyHead")
     _HEADS[kind] = (factory, bool(critics_value_every_action))
 
 
-def policy_head(actions: Any, config: SACConfig | None = None,
-                obs_dim: int | None = None) -> PolicyHead:
+def policy_head(actions: Any, settings: Any = None, obs_dim: int | None = None
+                ) -> PolicyHead:
     """The head of an action adapter (`jaxsac.connectors.module_actions`), chosen by its
     `kind` ("continuous": SquashedGaussianHead over `actions.dim` entries, "discrete":
     CategoricalHead over `actions.dim` actions, or a registered kind), with the encoder
-    and critic family `config` names (default SACConfig()) for observations of obs_dim
-    entries."""
-    config = SACConfig() if config is None else config
+    and critic family `settings` names, for observations of obs_dim entries.
+
+    settings: a NetworkSettings, or anything holding its fields (a SACConfig); None:
+    the defaults."""
+    settings = NetworkSettings.of(SACConfig() if settings is None else settings)
     if actions.kind not in _HEADS:
         raise ValueError(f"action adapter {actions!r} has kind={actions.kind!r}, which has no "
                          f"policy head; kinds with one: {sorted(_HEADS)} "
                          "(jaxsac.networks.register_policy_head adds one)")
     factory, every_action = _HEADS[actions.kind]
-    encoder = make_encoder(config.encoder, obs_dim or 0)
-    critic = make_critic(config, actions.dim if every_action else 0, encoder)
-    return factory(actions, config, critic, encoder)
+    encoder = make_encoder(settings.encoder, obs_dim or 0)
+    critic = make_critic(settings, actions.dim if every_action else 0, encoder)
+    return factory(actions, settings, critic, encoder)
