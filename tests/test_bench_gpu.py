@@ -134,19 +134,20 @@ def test_keep_going_records_failures(monkeypatch, tmp_path):
 
 
 def test_brax_section_runs_both_libraries_on_the_same_settings():
-    """Section 5 (GPU sizes only; its runs are the peer harness's, tested there): both
+    """Section 5 (GPU sizes only; its runs are the peer comparisons', tested there): both
     runners get the task, env count, 8 gradient steps per iteration and budget."""
-    from experiments.benchmarks import compare_peers
+    from experiments.benchmarks import peer_tasks
 
     num_envs, mark_every, marks = bench_gpu.GPU.peer_run
-    args = bench_gpu.peer_args(bench_gpu.GPU.playground_task, num_envs, mark_every, marks)
-    commands = {lib: compare_peers.runner_command(lib, 0, 1, args) for lib in ("jaxsac-jax",
-                                                                               "brax")}
+    runs = bench_gpu.brax_runs(bench_gpu.GPU.playground_task, num_envs, mark_every, marks)
+    commands = {run.library: peer_tasks.runner_command(run) for run in runs}
+    assert set(commands) == {"jaxsac-jax", "brax"}
     for command in commands.values():
         flags = " ".join(command)
         assert "--env-id playground/CheetahRun" in flags and f"--num-envs {num_envs} " in flags
         assert f"--utd-ratio {8 / num_envs}" in flags and f"--mark-every {mark_every}" in flags
         assert f"--total-env-steps {mark_every * marks} " in flags
+        assert f"--learning-starts {mark_every} " in flags
         assert "--critic-layer-norm" in flags and "--normalize-obs" in flags
     assert commands["brax"][0].endswith(".venv-peers/bin/python")
     assert bench_gpu.SMALLEST.peer_run is None

@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from experiments.benchmarks import compare_peers, time_to_solve
+from experiments.benchmarks import peer_tasks, time_to_solve
 from experiments.benchmarks.peer_runners import common
 from tests.test_learning import cartpole_balance_small
 
@@ -66,36 +66,33 @@ def test_the_target_compares_jaxsac_with_the_fastest_peer():
 @pytest.mark.parametrize("settings", time_to_solve.SETTINGS)
 def test_each_run_gets_its_settings_the_evaluation_period_and_the_stop(library, settings):
     args = time_to_solve.parse_args([])
-    command = compare_peers.runner_command(
-        library, 3, 1, time_to_solve.runner_args(args, library, settings))
+    command = peer_tasks.runner_command(time_to_solve.peer_run(args, library, settings, seed=3))
     parsed, _ = common.parser("test").parse_known_args(command[3:])
     expected = vars(common.parser("test").parse_args([]))
     expected.update(seed=3, total_env_steps=20_000, learning_starts=1_000,
                     buffer_size=20_000, mark_every=500, stop_at_return=-200.0)
     if settings == "own":
-        expected.update(time_to_solve.OWN[library])
+        expected.update(peer_tasks.PENDULUM_OWN[library])
     assert vars(parsed) == expected
 
 
 @pytest.mark.parametrize("settings", time_to_solve.SETTINGS)
 def test_cartpole_runs_get_the_discrete_comparisons_settings(settings):
-    """rejax on CartPole-v1: compare_peers' CartPole settings (rejax's own but for the
-    target entropy), its own 0.7 log|A| with the own settings, evaluation every 1,000
-    env steps and the stop at 475, within 50,000 env steps."""
+    """rejax on CartPole-v1: the side-by-side comparison's CartPole settings (rejax's own
+    but for the target entropy), its own 0.7 log|A| with the own settings, evaluation
+    every 1,000 env steps and the stop at 475, within 50,000 env steps."""
     args = time_to_solve.parse_args(["--task", "cartpole"])
     assert args.libraries == ["jaxsac-jax", "rejax"] and args.total_env_steps == 50_000
     assert args.out_json == "docs/benchmarks/time_to_solve_cartpole.json"
-    command = compare_peers.runner_command(
-        "rejax", 3, 1, time_to_solve.runner_args(args, "rejax", settings))
+    command = peer_tasks.runner_command(time_to_solve.peer_run(args, "rejax", settings, seed=3))
     parsed, _ = common.parser("test").parse_known_args(command[3:])
     expected = vars(common.parser("test").parse_args([]))
-    expected.update(compare_peers.CARTPOLE, seed=3, total_env_steps=50_000,
+    expected.update(peer_tasks.CARTPOLE, seed=3, total_env_steps=50_000,
                     learning_starts=1_000, buffer_size=10_000, mark_every=1_000,
                     stop_at_return=475.0,
                     target_entropy_scale=0.7 if settings == "own" else 0.5)
     assert vars(parsed) == expected
-    jaxsac = compare_peers.runner_command(
-        "jaxsac-jax", 3, 1, time_to_solve.runner_args(args, "jaxsac-jax", settings))
+    jaxsac = peer_tasks.runner_command(time_to_solve.peer_run(args, "jaxsac-jax", settings, seed=3))
     assert ("--tuned" in jaxsac) == (settings == "own")
 
 
@@ -121,8 +118,7 @@ def test_cartpole_balance_runs_get_their_settings_and_brax_its_playground_config
                       normalize_obs=True, critic_layer_norm=True)
 
     def parsed(library: str) -> dict:
-        command = compare_peers.runner_command(
-            library, 3, 1, time_to_solve.runner_args(args, library, settings))
+        command = peer_tasks.runner_command(time_to_solve.peer_run(args, library, settings, seed=3))
         p = common.parser("test")
         p.add_argument("--critic-layer-norm", action="store_true")
         if library == "jaxsac-jax":

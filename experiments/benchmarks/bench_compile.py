@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
+
+from experiments.benchmarks import harness
 
 
 def main() -> None:
@@ -30,14 +31,8 @@ def main() -> None:
     config = jaxsac.tuned(args.env_id, total_env_steps=args.total_env_steps)
     program = jax.jit(jax.vmap(jaxsac.make_train(config)))
     keys = jax.random.split(jax.random.key(0), args.seeds)
-    start = time.perf_counter()
-    compiled = program.lower(keys).compile()
-    compile_s = time.perf_counter() - start
-    runs = []
-    for _ in range(2):
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(keys))
-        runs.append(round(time.perf_counter() - start, 2))
+    compiled, compile_s = harness.compile_timed(program, keys)
+    runs = [round(harness.timed(compiled, keys)[1], 2) for _ in range(2)]
     print(json.dumps({"env_id": args.env_id, "seeds": args.seeds,
                       "total_env_steps": args.total_env_steps,
                       "compile_s": round(compile_s, 2), "run_s": runs}))

@@ -15,26 +15,16 @@ for one host-to-device transfer per block), for Pendulum-v1 and E envs, best of 
 from __future__ import annotations
 
 import argparse
-import platform
-import time
 
 import gymnasium
 import jax
 import numpy as np
 
 import jaxsac.envs as envs
+from experiments.benchmarks import harness
 from jaxsac.runners import GymRunner, make_jax_runner, random_act_fn
 
 ENV_ID = "Pendulum-v1"
-
-
-def best_seconds(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def jax_env_steps_per_second(num_envs: int, scan_length: int, repeats: int) -> float:
@@ -52,8 +42,7 @@ def jax_env_steps_per_second(num_envs: int, scan_length: int, repeats: int) -> f
         return jax.lax.scan(body, state, actions)
 
     state, _ = jax.vmap(env.reset)(keys)
-    jax.block_until_ready(rollout(state))
-    seconds = best_seconds(lambda: jax.block_until_ready(rollout(state)), repeats)
+    seconds = harness.best_time(rollout, state, repeats=repeats)
     return num_envs * scan_length / seconds
 
 
@@ -69,9 +58,7 @@ def jax_runner_steps_per_second(num_envs: int, scan_length: int, repeats: int) -
         return jax.lax.scan(body, rstate, jax.random.split(key, scan_length))
 
     rstate = runner.init(jax.random.key(0))
-    key = jax.random.key(3)
-    jax.block_until_ready(rollout(rstate, key))
-    seconds = best_seconds(lambda: jax.block_until_ready(rollout(rstate, key)), repeats)
+    seconds = harness.best_time(rollout, rstate, jax.random.key(3), repeats=repeats)
     return num_envs * scan_length / seconds
 
 
@@ -94,8 +81,8 @@ def gym_seconds_per_call(num_envs: int, calls: int, repeats: int) -> tuple[float
         for action in module_actions:
             runner.step_packed(action)
 
-    bare_s = best_seconds(run_bare, repeats) / calls
-    runner_s = best_seconds(run_runner, repeats) / calls
+    bare_s = harness.best_time(run_bare, repeats=repeats) / calls
+    runner_s = harness.best_time(run_runner, repeats=repeats) / calls
     bare.close()
     runner.close()
     return bare_s, runner_s
@@ -110,9 +97,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform} "
-          f"({jax.devices()[0].device_kind}); {platform.processor() or platform.machine()}; "
-          f"gymnasium {gymnasium.__version__}")
+    print(f"{harness.machine_line(harness.machine())}; gymnasium {gymnasium.__version__}")
     print(f"\nJAX {ENV_ID}, scan of {args.scan_length} steps")
     print(f"{'envs':>6} {'env steps/s (env)':>20} {'env steps/s (runner)':>22}")
     for num_envs in args.num_envs:

@@ -6,8 +6,8 @@ Markdown table.
         [--out-json docs/benchmarks/gpu.json] [--out-md docs/benchmarks/gpu.md]
         [--budget-s SECONDS]
 
-It imports only jaxsac's public API (and jax, numpy, and bench_update's random batch), so
-it also runs as a plain script next to a copy of the package and of bench_update.py
+It imports only jaxsac's public API (and jax, numpy, and the benchmarks' harness.py), so
+it also runs as a plain script next to a copy of the package and of harness.py
 (`PYTHONPATH=src python3 bench_gpu.py ...`).
 
 Sections, each a function returning rows of plain numbers:
@@ -30,7 +30,7 @@ Sections, each a function returning rows of plain numbers:
    settings; CheetahRun, CartpoleBalance at the smallest size) at several `num_envs`,
    timed as section 2. Needs the `playground` extra.
 5. `bench_brax` (default sizes only): jaxsac and brax's SAC on that task, one run each,
-   through the peer harness's runners (experiments/benchmarks/compare_peers.py; brax
+   through the peer comparisons' runners (experiments/benchmarks/peer_tasks.py; brax
    from .venv-peers, made by setup_peers.sh), on the same JAX backend.
 
 The default (GPU) sizes make every timed call last about 3 s or more on an NVIDIA H200
@@ -51,10 +51,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import math
 import os
-import platform
 import statistics
 import sys
 import time
@@ -66,9 +63,11 @@ import numpy as np
 import jaxsac
 
 try:
-    from experiments.benchmarks.bench_update import ACT_DIM, BATCH, OBS_DIM, random_batch
-except ImportError:  # run as a plain script next to a copy of bench_update.py
-    from bench_update import ACT_DIM, BATCH, OBS_DIM, random_batch
+    from experiments.benchmarks import harness
+except ImportError:  # run as a plain script next to a copy of harness.py
+    import harness
+
+BATCH = harness.BATCH
 
 HIDDEN = (256, 256)
 BUFFER = 100_000  # the tuned Pendulum-v1's capacity (rounded up to a multiple of num_envs)
@@ -166,19 +165,6 @@ def config_summary(config: jaxsac.SACConfig) -> dict[str, Any]:
 # --- timing -------------------------------------------------------------------------------
 
 
-def timed(fn, *args) -> tuple[Any, float]:
-    start = time.perf_counter()
-    out = jax.block_until_ready(fn(*args))
-    return out, time.perf_counter() - start
-
-
-def compile_timed(fn, *args) -> tuple[Any, float]:
-    """(compiled `jax.jit(fn)` for `args`, seconds to lower and compile it)."""
-    start = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
-    return compiled, time.perf_counter() - start
-
-
 def final(metrics: dict, name: str) -> np.ndarray:
     """Last log period's `name`: a scalar, or one value per seed when vmapped."""
     return np.asarray(jax.device_get(metrics[name]))[..., -1]
@@ -190,9 +176,9 @@ def final(metrics: dict, name: str) -> np.ndarray:
 def bench_updates(updates: int, repeats: int) -> dict[str, Any]:
     """Median seconds of a jitted scan of `updates` learner updates on one fixed batch."""
     config = jaxsac.SACConfig(batch_size=BATCH, hidden_sizes=HIDDEN)
-    learner = jaxsac.make_learner(config, OBS_DIM, ACT_DIM)
+    learner = jaxsac.make_learner(config, harness.OBS_DIM, harness.ACT_DIM)
     state = jax.jit(learner.init)(jax.random.key(0))
-    batch = random_batch(jax.random.key(1))
+    batch = harness.random_batch(jax.random.key(1))
     keys = jax.random.split(jax.random.key(2), updates)
 
     def many_updates(state, batch, keys):
@@ -201,9 +187,9 @@ def bench_updates(updates: int, repeats: int) -> dict[str, Any]:
             return s, metrics["qf_loss"]
         return jax.lax.scan(body, state, keys)
 
-    run, compile_s = compile_timed(many_updates, state, batch, keys)
-    (_, losses), first_s = timed(run, state, batch, keys)  # warm-up
-    times = [timed(run, state, batch, keys)[1] for _ in range(repeats)]
+    run, compile_s = harness.compile_timed(jax.jit(many_updates), state, batch, keys)
+    (_, losses), first_s = harness.timed(run, state, batch, keys)  # warm-up
+    times = [harness.timed(run, state, batch, keys)[1] for _ in range(repeats)]
     median = statistics.median(times)
     return {"updates": updates, "repeats": repeats, "compile_s": compile_s,
             "first_call_s": first_s, "seconds": times, "median_s": median,
@@ -225,10 +211,10 @@ def bench_training(config: jaxsac.SACConfig, seeds: int | None,
     else:
         fn = jax.vmap(train_fn)
         keys = [jax.random.split(jax.random.key(k), seeds) for k in range(1, runs + 1)]
-    run, compile_s = compile_timed(fn, keys[0])
+    run, compile_s = harness.compile_timed(jax.jit(fn), keys[0])
     seconds, counts = [], []
     for key in keys:
-        (_, metrics), s = timed(run, key)
+        (_, metrics), s = harness.timed(run, key)
         seconds.append(s)
         counts.append((int(np.sum(final(metrics, "env_steps"))),
                        int(np.sum(final(metrics, "grad_steps")))))
@@ -271,40 +257,39 @@ def bench_playground(task: str, num_envs: int, iterations: int,
                           seeds=None)
 
 
-def peer_args(task: str, num_envs: int, mark_every: int, marks: int) -> argparse.Namespace:
-    """The peer harness's arguments for section 5 (see `bench_brax`)."""
-    from experiments.benchmarks import compare_peers
+def brax_runs(task: str, num_envs: int, mark_every: int, marks: int) -> list[Any]:
+    """Section 5's runs (see `bench_brax`): jaxsac's and brax's, on the peer comparisons'
+    cartpole_balance settings with `task`, `num_envs` and 8 gradient steps per
+    iteration, learning from the first mark on, `marks` marks in all."""
+    from experiments.benchmarks import peer_tasks
 
-    args = compare_peers.parse_args([
-        "--task", "cartpole_balance", "--total-env-steps", str(mark_every * marks),
-        "--learning-starts", str(mark_every), "--buffer-size", str(mark_every * marks)])
-    args.runner_overrides = {"env_id": f"playground/{task}", "num_envs": num_envs,
-                             "utd_ratio": 8 / num_envs, "mark_every": mark_every}
-    return args
+    overrides = {"env_id": f"playground/{task}", "num_envs": num_envs,
+                 "utd_ratio": 8 / num_envs, "mark_every": mark_every}
+    return [peer_tasks.PeerRun("cartpole_balance", library, seed=0,
+                               total_env_steps=mark_every * marks, learning_starts=mark_every,
+                               buffer_size=mark_every * marks, overrides=overrides)
+            for library in ("jaxsac-jax", "brax")]
 
 
 def bench_brax(task: str, num_envs: int, mark_every: int, marks: int) -> list[dict[str, Any]]:
     """Section 5: jaxsac and brax's SAC, one run each, on the Playground task in
-    Playground's brax SAC settings (the peer harness's cartpole_balance settings with
-    `task` and `num_envs`, 8 gradient steps per iteration), learning from the first mark
-    on, `marks` marks in all; through the harness's runners (jaxsac from .venv, brax
-    from .venv-peers), on this JAX backend. Raises FileNotFoundError when a virtualenv
-    is missing."""
-    from experiments.benchmarks import compare_peers
+    Playground's brax SAC settings (`brax_runs`), through the peer comparisons' runners
+    (jaxsac from .venv, brax from .venv-peers), on this JAX backend. Raises
+    FileNotFoundError when a virtualenv is missing."""
+    from experiments.benchmarks import peer_tasks
 
-    args = peer_args(task, num_envs, mark_every, marks)
+    runs = brax_runs(task, num_envs, mark_every, marks)
+    pythons = peer_tasks.Pythons()
+    for library, hint in pythons.missing([run.library for run in runs]).items():
+        raise FileNotFoundError(f"{pythons.of(library)} is missing ({library}): {hint}")
     rows = []
-    for library in ("jaxsac-jax", "brax"):
-        python = compare_peers.ROOT / compare_peers.python_for(library, args)
-        if not python.exists():
-            raise FileNotFoundError(f"{python} is missing ({library}): run "
-                                    "`bash experiments/benchmarks/setup_peers.sh`")
-    for library in ("jaxsac-jax", "brax"):
-        record = compare_peers.run_one(library, 0, 1, args, platform=jax.default_backend())
+    for run in runs:
+        record = peer_tasks.run_peer(run, platform=jax.default_backend())
         if "error" in record:
-            raise RuntimeError(f"{library}: {record['error']}: {record.get('stderr_tail', '')}")
+            raise RuntimeError(f"{run.library}: {record['error']}: "
+                               f"{record.get('stderr_tail', '')}")
         rate = record["steady_env_steps_per_s"]
-        rows.append({"library": library, "env_id": f"playground/{task}",
+        rows.append({"library": run.library, "env_id": f"playground/{task}",
                      "num_envs": num_envs, "env_steps": mark_every * marks,
                      "env_steps_per_s": rate, "grad_steps_per_s": rate * 8 / num_envs,
                      "compile_s": record["compile_s"], "wall_s": record["wall_s"],
@@ -317,97 +302,86 @@ def bench_brax(task: str, num_envs: int, mark_every: int, marks: int) -> list[di
 
 
 def environment() -> dict[str, Any]:
-    device = jax.devices()[0]
-    return {"device_kind": device.device_kind, "platform": device.platform,
-            "device_count": jax.device_count(), "jax": jax.__version__,
-            "jaxsac": getattr(jaxsac, "__version__", "?"), "python": platform.python_version(),
-            "machine": platform.machine(), "host_cpus": os.cpu_count()}
-
-
-def _n(x: float, digits: int = 0) -> str:
-    if x is None or not math.isfinite(x):
-        return "—"
-    return f"{x:,.{digits}f}"
+    """The machine and its JAX devices, and jaxsac's version."""
+    return {**harness.machine(), "jaxsac": getattr(jaxsac, "__version__", "?")}
 
 
 def _runs(row: dict[str, Any]) -> str:
     return " / ".join(f"{s:.2f}" for s in row["run_seconds"]) + " s"
 
 
+def _training_cells(r: dict[str, Any]) -> list[str]:
+    """A training row's compile, runs, spread and rates."""
+    return [f"{r['compile_s']:.1f} s", _runs(r), f"{r['spread_pct']:.1f}%",
+            harness.number(r["env_steps_per_s"], 0)]
+
+
 def markdown(result: dict[str, Any]) -> str:
-    env = result["environment"]
+    env, sections, n = result["environment"], result["sections"], harness.number
     lines = [f"# jaxsac throughput: {env['device_kind']}", "",
-             f"Device: {env['device_kind']} ({env['platform']}, {env['device_count']} device(s)); "
-             f"jax {env['jax']}, Python {env['python']}, {env['host_cpus']} host CPUs. "
+             f"Machine: {harness.machine_line(env)}, {env['device_count']} device(s). "
              f"Sizes: {result['sizes_name']}; training config: {result['config_name']}. "
              f"Command: `{result['command']}`.", ""]
-    u = result["sections"].get("updates")
+    u = sections.get("updates")
     lines += ["## Learner updates (batch 256, 256×256, obs 3, act 1, twin Q; one seed)", ""]
     if u:
-        lines += ["| updates per scan | median of | update | updates/s | compile |",
-                  "|---:|---:|---:|---:|---:|",
-                  f"| {u['updates']:,} | {u['repeats']} | {u['update_ms']:.3f} ms | "
-                  f"{_n(u['updates_per_s'])} | {u['compile_s']:.1f} s |", ""]
+        lines += [*harness.markdown_table(
+            ["updates per scan", "median of", "update", "updates/s", "compile"],
+            [[f"{u['updates']:,}", str(u["repeats"]), f"{u['update_ms']:.3f} ms",
+              n(u["updates_per_s"], 0), f"{u['compile_s']:.1f} s"]], "rrrrr"), ""]
     else:
         lines += ["(not run)", ""]
     lines += ["## Pendulum-v1 training by env count (one seed, `jax.jit(make_train(config))`)", "",
               "One log period per run (its evaluation included); two timed runs with different "
               "keys after the compile; rates from their median (their mean); spread = "
-              "(slower - faster) / faster.", "",
-              "| envs | grad steps / iteration | env steps | grad steps | compile | runs | "
-              "spread | env steps/s | grad steps/s |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in result["sections"].get("envs", []):
-        per = round(r["config"]["utd_ratio"] * r["num_envs"])
-        lines.append(f"| {r['num_envs']:,} | {per} | {r['env_steps']:,} | {r['grad_steps']:,} | "
-                     f"{r['compile_s']:.1f} s | {_runs(r)} | {r['spread_pct']:.1f}% | "
-                     f"{_n(r['env_steps_per_s'])} | {_n(r['grad_steps_per_s'])} |")
+              "(slower - faster) / faster.", ""]
+    lines += harness.markdown_table(
+        ["envs", "grad steps / iteration", "env steps", "grad steps", "compile", "runs",
+         "spread", "env steps/s", "grad steps/s"],
+        [[f"{r['num_envs']:,}", str(round(r["config"]["utd_ratio"] * r["num_envs"])),
+          f"{r['env_steps']:,}", f"{r['grad_steps']:,}", *_training_cells(r),
+          n(r["grad_steps_per_s"], 0)] for r in sections.get("envs", [])], "r" * 9)
     lines += ["", "## Vmapped seeds (`jax.jit(jax.vmap(make_train(config)))`)", ""]
-    seed_rows = result["sections"].get("seeds", [])
+    seed_rows = sections.get("seeds", [])
     if seed_rows:
         c = seed_rows[0]["config"]
         lines += [f"{c['num_envs']} envs per seed, {round(c['utd_ratio'] * c['num_envs'])} "
                   "gradient steps per iteration; timed as above.", ""]
-    lines += ["| seeds | env steps per seed | env steps (all seeds) | compile | runs | spread | "
-              "env steps/s (all seeds) | per seed | grad steps/s (all seeds) |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in seed_rows:
-        lines.append(f"| {r['seeds']} | {r['config']['total_env_steps']:,} | {r['env_steps']:,} | "
-                     f"{r['compile_s']:.1f} s | {_runs(r)} | {r['spread_pct']:.1f}% | "
-                     f"{_n(r['env_steps_per_s'])} | {_n(r['env_steps_per_s_per_seed'])} | "
-                     f"{_n(r['grad_steps_per_s'])} |")
+    lines += harness.markdown_table(
+        ["seeds", "env steps per seed", "env steps (all seeds)", "compile", "runs", "spread",
+         "env steps/s (all seeds)", "per seed", "grad steps/s (all seeds)"],
+        [[str(r["seeds"]), f"{r['config']['total_env_steps']:,}", f"{r['env_steps']:,}",
+          *_training_cells(r), n(r["env_steps_per_s_per_seed"], 0),
+          n(r["grad_steps_per_s"], 0)] for r in seed_rows], "r" * 9)
     lines += ["", "## MuJoCo Playground training by env count (one seed, "
               "`jax.jit(make_train(config))`)", ""]
-    playground_rows = result["sections"].get("playground", [])
+    playground_rows = sections.get("playground", [])
     if playground_rows:
         c = playground_rows[0]["config"]
         lines += [f"The tuned `{c['env_id']}` (Playground's brax SAC settings: "
                   f"{round(c['utd_ratio'] * c['num_envs'])} gradient steps of batch "
                   f"{c['batch_size']} per iteration, LayerNorm critics, normalized "
                   "observations); MJX with its JAX implementation; timed as above.", ""]
-    lines += ["| envs | env steps | grad steps | compile | runs | spread | env steps/s | "
-              "grad steps/s | eval return |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in playground_rows:
-        lines.append(f"| {r['num_envs']:,} | {r['env_steps']:,} | {r['grad_steps']:,} | "
-                     f"{r['compile_s']:.1f} s | {_runs(r)} | {r['spread_pct']:.1f}% | "
-                     f"{_n(r['env_steps_per_s'])} | {_n(r['grad_steps_per_s'])} | "
-                     f"{_n(r['eval_return'][0], 1)} |")
-    lines += ["", "## jaxsac and brax's SAC side by side (one run each, the peer harness's "
-              "runners)", ""]
-    peer_rows = result["sections"].get("brax", [])
+    lines += harness.markdown_table(
+        ["envs", "env steps", "grad steps", "compile", "runs", "spread", "env steps/s",
+         "grad steps/s", "eval return"],
+        [[f"{r['num_envs']:,}", f"{r['env_steps']:,}", f"{r['grad_steps']:,}",
+          *_training_cells(r), n(r["grad_steps_per_s"], 0), n(r["eval_return"][0], 1)]
+         for r in playground_rows], "r" * 9)
+    lines += ["", "## jaxsac and brax's SAC side by side (one run each, the peer "
+              "comparisons' runners)", ""]
+    peer_rows = sections.get("brax", [])
     if peer_rows:
         r = peer_rows[0]
         lines += [f"`{r['env_id']}`, {r['num_envs']} envs, Playground's brax SAC settings "
                   f"(8 gradient steps of batch 512 per iteration), {r['env_steps']:,} env "
                   "steps; steady rates from the second mark on; final return: 10 "
-                  "deterministic episodes of the raw Playground env.", "",
-                  "| library | compile | wall | env steps/s | grad steps/s | final return |",
-                  "|---|---:|---:|---:|---:|---:|"]
-        for r in peer_rows:
-            lines.append(f"| {r['library']} | {r['compile_s']:.1f} s | {r['wall_s']:.1f} s | "
-                         f"{_n(r['env_steps_per_s'])} | {_n(r['grad_steps_per_s'])} | "
-                         f"{_n(r['final_return'], 1)} |")
+                  "deterministic episodes of the raw Playground env.", ""]
+        lines += harness.markdown_table(
+            ["library", "compile", "wall", "env steps/s", "grad steps/s", "final return"],
+            [[r["library"], f"{r['compile_s']:.1f} s", f"{r['wall_s']:.1f} s",
+              n(r["env_steps_per_s"], 0), n(r["grad_steps_per_s"], 0),
+              n(r["final_return"], 1)] for r in peer_rows], "lrrrrr")
     else:
         lines += ["(not run)"]
     lines += [""]
@@ -419,11 +393,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def write(result: dict[str, Any], out_json: str | None, out_md: str | None) -> None:
-    for path, text in ((out_json, json.dumps(result, indent=2)), (out_md, markdown(result))):
-        if path:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            with open(path, "w") as f:
-                f.write(text + "\n")
+    harness.write_report(result, markdown(result), out_json, out_md)
 
 
 def run_all(sizes: Sizes, *, plain: bool = False, budget_s: float | None = None,

@@ -13,23 +13,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 
 import jax
+import jax.numpy as jnp
 
 import jaxsac
-from experiments.benchmarks.bench_train import time_steady_periods
+from experiments.benchmarks import harness
 from jaxsac.assembly import assemble, init_state
 from jaxsac.jax_loop import run_period
 from jaxsac.learner import Hyperparams
 
 
 def bench_config(num_agents: int) -> jaxsac.SACConfig:
-    return jaxsac.SACConfig(env_id="MultiAgentPendulum-v1", num_agents=num_agents,
-                            policy_mapping="independent", learning_starts=1_000,
-                            log_every=1_000, total_env_steps=100_000, batch_size=256,
-                            hidden_sizes=(256, 256), utd_ratio=1.0, buffer_capacity=100_000)
+    return harness.pendulum_config(env_id="MultiAgentPendulum-v1", num_agents=num_agents,
+                                   policy_mapping="independent")
 
 
 def bench(num_agents: int, periods: int) -> dict:
@@ -39,7 +36,8 @@ def bench(num_agents: int, periods: int) -> dict:
         jax.random.key(0))
     state, _ = jax.jit(lambda s: run_period(assembly, s, 0))(state)  # warm-up period
     steady = jax.jit(lambda s, p: run_period(assembly, s, p), donate_argnums=0)
-    per_period, first = time_steady_periods(steady, state, periods)
+    per_period, first = harness.time_steady_periods(
+        lambda s, p: steady(s, jnp.int32(p)), state, periods)
     per_agent = config.log_every / per_period
     return {"agents": num_agents, "env_steps_per_s_per_agent": round(per_agent, 1),
             "env_steps_per_s_total": round(per_agent * num_agents, 1),
@@ -51,12 +49,11 @@ def main() -> None:
     parser.add_argument("--agents", type=int, nargs="+", default=[1, 2, 8])
     parser.add_argument("--periods", type=int, default=2)
     args = parser.parse_args()
-    print(f"# {platform.machine()} {platform.processor() or ''} cpus={os.cpu_count()} "
-          f"jax={jax.__version__} backend={jax.default_backend()}")
+    print(f"# {harness.machine_line(harness.machine())}")
     for num_agents in args.agents:
-        load_before = os.getloadavg()[0]
+        load_before = harness.load_average()[0]
         result = bench(num_agents, args.periods)
-        result["load_avg_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+        result["load_avg_1min"] = [load_before, harness.load_average()[0]]
         print(json.dumps(result), flush=True)
 
 

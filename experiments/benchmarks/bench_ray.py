@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import time
 
@@ -27,6 +26,7 @@ import numpy as np
 import ray
 
 import jaxsac
+from experiments.benchmarks import harness
 from jaxsac.host_loop import ACTING, HostLoop, host_runner
 from jaxsac.schedule import Phase
 
@@ -58,17 +58,15 @@ def measure(num_runners: int, num_envs: int, block_steps: int, blocks: int,
         iteration += block_steps
         seconds = []
         for _ in range(blocks):
-            begin = time.perf_counter()
-            rows = runner.sample(ACTING[Phase.LEARN], params, stats, state.key, iteration,
-                                 block_steps)
-            seconds.append(time.perf_counter() - begin)
+            rows, s = harness.timed(runner.sample, ACTING[Phase.LEARN], params, stats,
+                                    state.key, iteration, block_steps)
+            seconds.append(s)
             iteration += block_steps
         broadcast_bytes = payload_bytes((params, stats))  # before the loop donates them
         state = jax.block_until_ready(loop.run(state, Phase.FIRST_UPDATE, 1))
         state = jax.block_until_ready(loop.run(state, Phase.LEARN, block_steps))  # compiles
-        begin = time.perf_counter()
-        state = jax.block_until_ready(loop.run(state, Phase.LEARN, train_blocks * block_steps))
-        train_s = time.perf_counter() - begin
+        state, train_s = harness.timed(loop.run, state, Phase.LEARN,
+                                       train_blocks * block_steps)
     finally:
         runner.close()
     per_block = statistics.median(seconds)
@@ -92,9 +90,7 @@ def main() -> None:
     parser.add_argument("--runners", type=int, nargs="+", default=[0, 1, 2])
     args = parser.parse_args()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    print(json.dumps({"machine": platform.processor() or platform.machine(),
-                      "cpus": jax.local_device_count(), "jax": jax.__version__,
-                      "ray": ray.__version__}))
+    print(json.dumps({"machine": harness.machine(), "ray": ray.__version__}))
     results: dict[int, list[dict]] = {n: [] for n in args.runners}
     for _ in range(args.rounds):
         for num_runners in args.runners:

@@ -14,13 +14,12 @@ copied the buffer would grow with capacity.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 
 import jax
 import jax.numpy as jnp
 
+from experiments.benchmarks import harness
 from jaxsac import replay
 from jaxsac.types import Batch, Step
 
@@ -159,9 +158,8 @@ def main() -> None:
     global clock
     clock = time.process_time if args.clock == "process" else time.perf_counter
 
-    print(f"jax {jax.__version__}, backend {jax.default_backend()}, "
-          f"{jax.devices()[0].device_kind}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
+    print(f"{harness.machine_line(harness.machine())}, load average "
+          f"{harness.load_average()[0]:.1f} at start")
     print(f"obs dim {OBS_DIM}, act dim {ACT_DIM}, {NUM_ENVS} envs, batch {BATCH_SIZE}, "
           f"n_step {N_STEP}; microseconds ({args.clock} clock), best of {args.repeats}")
     rows = [
@@ -198,7 +196,7 @@ def main() -> None:
         in_scan = results[c]["sample_update_scan"] / results[c]["sample_uniform_scan"]
         print(f"capacity {c:,}: prioritized sample+update / uniform sample = "
               f"{per_call:.2f}x per call, {in_scan:.2f}x in scan")
-    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    print(f"load average {harness.load_average()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":

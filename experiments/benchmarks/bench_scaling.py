@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
-import time
 from collections import defaultdict
+
+from experiments.benchmarks import harness
 
 BYTES = {"f32": 4, "s32": 4, "u32": 4, "f16": 2, "bf16": 2, "s8": 1, "u8": 1, "pred": 1,
          "f64": 8, "s64": 8, "u64": 8}
@@ -32,12 +32,7 @@ SHAPE = re.compile(r"\b(" + "|".join(BYTES) + r")\[([\d,]*)\]")
 
 
 def bench_config(num_shards: int):
-    import jaxsac
-
-    return jaxsac.SACConfig(env_id="Pendulum-v1", learning_starts=1_000, log_every=1_000,
-                            total_env_steps=100_000, batch_size=256, hidden_sizes=(256, 256),
-                            utd_ratio=1.0, buffer_capacity=100_000,
-                            num_envs=max(4, num_shards), data_shards=num_shards)
+    return harness.pendulum_config(num_envs=max(4, num_shards), data_shards=num_shards)
 
 
 def collectives(hlo: str) -> dict[str, dict[str, int]]:
@@ -77,14 +72,11 @@ def child(periods: int, num_shards: int) -> dict:
     state = jax.jit(lambda k: init_state(assembly, k, hparams))(jax.random.key(0))
     state, _ = jax.jit(lambda s: run_periods(assembly, s, 0, 1))(state)  # warm-up, first updates
     steady = jax.jit(lambda s, p: run_period(assembly, s, p), donate_argnums=0)
-    start = time.perf_counter()
-    compiled = steady.lower(state, jnp.int32(1)).compile()
-    compile_s = time.perf_counter() - start
+    compiled, compile_s = harness.compile_timed(steady, state, jnp.int32(1))
     seconds = []
     for period in range(1, 2 + periods):  # the first call is not timed
-        start = time.perf_counter()
-        state, row = jax.block_until_ready(compiled(state, jnp.int32(period)))
-        seconds.append(time.perf_counter() - start)
+        (state, row), s = harness.timed(compiled, state, jnp.int32(period))
+        seconds.append(s)
     best = min(seconds[1:])
     return {"devices": len(jax.devices()), "platform": jax.devices()[0].platform,
             "compile_s": round(compile_s, 1), "period_s": [round(s, 3) for s in seconds[1:]],
@@ -118,12 +110,13 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.periods, args.shards)), flush=True)
         return
-    print(f"# {platform.machine()}, {os.cpu_count()} cores, load average "
-          f"{os.getloadavg()[0]:.2f} at start", flush=True)
+    # JAX starts in the children only, each with its own devices
+    print(f"# {harness.machine_line(harness.machine(devices=False))}, load average "
+          f"{harness.load_average()[0]:.2f} at start", flush=True)
     for devices in args.devices:
         out = run_devices(devices, args.periods, args.shards, args.platform)
         print(json.dumps(out), flush=True)
-    print(f"# load average {os.getloadavg()[0]:.2f} at the end", flush=True)
+    print(f"# load average {harness.load_average()[0]:.2f} at the end", flush=True)
 
 
 if __name__ == "__main__":

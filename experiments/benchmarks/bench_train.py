@@ -12,44 +12,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-import time
 
 import jax
 import jax.numpy as jnp
 
-import jaxsac
+from experiments.benchmarks import harness
 from jaxsac.assembly import assemble, init_state
 from jaxsac.host_loop import HostLoop, host_runner
 from jaxsac.jax_loop import run_period
 from jaxsac.learner import Hyperparams
 
 
-def bench_config(**changes) -> jaxsac.SACConfig:
-    return jaxsac.SACConfig(env_id="Pendulum-v1", learning_starts=1_000, log_every=1_000,
-                            total_env_steps=100_000, batch_size=256, hidden_sizes=(256, 256),
-                            utd_ratio=1.0, buffer_capacity=100_000, **changes)
-
-
-def timed(fn, *args):
-    start = time.perf_counter()
-    out = jax.block_until_ready(fn(*args))
-    return out, time.perf_counter() - start
-
-
-def time_steady_periods(steady, state, periods: int) -> tuple[float, float]:
-    """(mean seconds of `periods` steady log periods, seconds of the first one, which
-    includes compiling) for `steady(state, period) -> (state, metrics)`, from period 1."""
-    (state, _), first = timed(steady, state, jnp.int32(1))
-    seconds = []
-    for period in range(2, 2 + periods):
-        (state, _), t = timed(steady, state, jnp.int32(period))
-        seconds.append(t)
-    return sum(seconds) / len(seconds), first
-
-
 def bench_jax(num_seeds: int, periods: int) -> dict:
-    config = bench_config(backend="jax")
+    config = harness.pendulum_config(backend="jax")
     assembly = assemble(config)
     def vm(f, in_axes=0):
         return jax.vmap(f, in_axes=in_axes) if num_seeds > 1 else f
@@ -60,7 +35,8 @@ def bench_jax(num_seeds: int, periods: int) -> dict:
     state, _ = jax.jit(vm(lambda s: run_period(assembly, s, 0)))(state)  # warm-up period
     steady = jax.jit(vm(lambda s, p: run_period(assembly, s, p), in_axes=(0, None)),
                      donate_argnums=0)
-    per_period, first = time_steady_periods(steady, state, periods)
+    per_period, first = harness.time_steady_periods(
+        lambda s, p: steady(s, jnp.int32(p)), state, periods)
     return {"path": "jax", "seeds": num_seeds,
             "env_steps_per_s": round(num_seeds * config.log_every / per_period, 1),
             "env_steps_per_s_per_seed": round(config.log_every / per_period, 1),
@@ -68,20 +44,15 @@ def bench_jax(num_seeds: int, periods: int) -> dict:
 
 
 def bench_gymnasium(periods: int) -> dict:
-    config = bench_config(backend="gymnasium")
+    config = harness.pendulum_config(backend="gymnasium")
     runner = host_runner(config)
     try:
         loop = HostLoop(config, runner)
         state = loop.init(jax.random.key(0))
         state, _ = loop.run_period(state, 0)
-        (state, _), first = timed(loop.run_period, state, 1)
-        seconds = []
-        for period in range(2, 2 + periods):
-            (state, _), t = timed(loop.run_period, state, period)
-            seconds.append(t)
+        per_period, first = harness.time_steady_periods(loop.run_period, state, periods)
     finally:
         runner.close()
-    per_period = sum(seconds) / len(seconds)
     return {"path": "gymnasium", "seeds": 1,
             "env_steps_per_s": round(config.log_every / per_period, 1),
             "env_steps_per_s_per_seed": round(config.log_every / per_period, 1),
@@ -97,8 +68,7 @@ def main() -> None:
     results = [bench_jax(n, args.periods) for n in args.seeds]
     if not args.skip_gymnasium:
         results.append(bench_gymnasium(args.periods))
-    machine = f"{platform.machine()}, {jax.devices()[0].device_kind}, jax {jax.__version__}"
-    print(json.dumps({"machine": machine, "results": results}, indent=2))
+    print(json.dumps({"machine": harness.machine(), "results": results}, indent=2))
 
 
 if __name__ == "__main__":

@@ -23,36 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
-import time
 
 import jax
 import jax.numpy as jnp
 
+from experiments.benchmarks import harness
 from jaxsac.config import SACConfig
 from jaxsac.learner import make_learner
-from jaxsac.types import Batch
-
-OBS_DIM, ACT_DIM, BATCH = 3, 1, 256
-
-
-def best_time(fn, *args, repeats: int) -> float:
-    """Fastest of `repeats` calls (after one warm-up call), seconds."""
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-def compiled_flops(fn, *args) -> float:
-    analysis = jax.jit(fn).lower(*args).compile().cost_analysis()
-    if isinstance(analysis, list):  # older jax returns one dict per device
-        analysis = analysis[0]
-    return float(analysis["flops"])
 
 
 def matmul_rate(repeats: int, chain: int = 1000, seeds: int = 1) -> float:
@@ -65,23 +43,8 @@ def matmul_rate(repeats: int, chain: int = 1000, seeds: int = 1) -> float:
     def chained(x):
         return jax.lax.scan(lambda c, _: (jnp.tanh(c @ a), None), x, None, length=chain)[0]
 
-    seconds = best_time(chained, a, repeats=repeats)
+    seconds = harness.best_time(chained, a, repeats=repeats)
     return seeds * chain * 2 * 256**3 / seconds / 1e9
-
-
-def random_batch(key, batch_size: int = BATCH, obs_dim: int = OBS_DIM) -> Batch:
-    """A Batch of `batch_size` random transitions: obs [batch_size, obs_dim], one action."""
-    k = jax.random.split(key, 4)
-    return Batch(
-        obs=jax.random.normal(k[0], (batch_size, obs_dim)),
-        action=jax.random.uniform(k[1], (batch_size, ACT_DIM), minval=-1, maxval=1),
-        reward=jax.random.normal(k[2], (batch_size,)),
-        next_obs=jax.random.normal(k[3], (batch_size, obs_dim)),
-        discount=jnp.full((batch_size,), 0.99),
-        n_step=jnp.ones((batch_size,), jnp.int32),
-        weights=jnp.ones((batch_size,)),
-        indices=jnp.arange(batch_size, dtype=jnp.int32),
-    )
 
 
 def main() -> None:
@@ -92,8 +55,8 @@ def main() -> None:
                         help="alternated rounds of the update's and the matmuls' timings")
     parser.add_argument("--seeds", type=int, default=1,
                         help="learner states the update is vmapped over (1: no vmap)")
-    parser.add_argument("--batch-size", type=int, default=BATCH)
-    parser.add_argument("--obs-dim", type=int, default=OBS_DIM)
+    parser.add_argument("--batch-size", type=int, default=harness.BATCH)
+    parser.add_argument("--obs-dim", type=int, default=harness.OBS_DIM)
     parser.add_argument("--layer-norm", action="store_true",
                         help="LayerNorm critics (SACConfig.critic_layer_norm)")
     args = parser.parse_args()
@@ -107,10 +70,10 @@ def main() -> None:
         return key if args.seeds == 1 else jax.random.split(key, args.seeds)
 
     config = SACConfig(batch_size=args.batch_size, critic_layer_norm=args.layer_norm)
-    learner = make_learner(config, args.obs_dim, ACT_DIM)
+    learner = make_learner(config, args.obs_dim, harness.ACT_DIM)
     update = over_seeds(learner.update)
     state = over_seeds(learner.init)(seed_keys(jax.random.key(0)))
-    batch = over_seeds(lambda key: random_batch(key, args.batch_size, args.obs_dim))(
+    batch = over_seeds(lambda key: harness.random_batch(key, args.batch_size, args.obs_dim))(
         seed_keys(jax.random.key(1)))
     keys = jax.vmap(seed_keys)(jax.random.split(jax.random.key(2), args.updates))
 
@@ -121,13 +84,11 @@ def main() -> None:
         return jax.lax.scan(body, state, keys)
 
     run = jax.jit(many_updates)
-    start = time.perf_counter()
-    jax.block_until_ready(run(state, batch, keys))
-    compile_s = time.perf_counter() - start
-    flops_per_update = compiled_flops(update, state, batch, keys[0])
+    _, compile_s = harness.timed(run, state, batch, keys)  # the first call compiles
+    flops_per_update = harness.compiled_flops(update, state, batch, keys[0])
     rounds = []  # (ms per update, matmul GFLOP/s), timed one after the other
     for _ in range(args.rounds):
-        seconds = best_time(run, state, batch, keys, repeats=args.repeats)
+        seconds = harness.best_time(run, state, batch, keys, repeats=args.repeats)
         rounds.append((seconds / args.updates * 1e3,
                        matmul_rate(args.repeats, seeds=args.seeds)))
     fractions = [flops_per_update / (ms / 1e3) / 1e9 / rate for ms, rate in rounds]
@@ -135,8 +96,7 @@ def main() -> None:
     achieved = flops_per_update / (update_ms / 1e3) / 1e9
     peak = statistics.median(rate for _, rate in rounds)
     result = {
-        "machine": f"{platform.machine()}, {jax.device_count()} {jax.devices()[0].platform} "
-                   f"device(s), jax {jax.__version__}",
+        "machine": harness.machine(),
         "seeds": args.seeds,
         "batch_size": args.batch_size,
         "obs_dim": args.obs_dim,

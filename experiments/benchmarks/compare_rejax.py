@@ -6,7 +6,7 @@ from the repository root:
     .venv-peers/bin/python -m experiments.benchmarks.compare_rejax [--rounds 40]
 
 The peer comparison times whole runs; this isolates where they differ. Four jitted
-scans of `--iterations` steps each, interleaved (experiments/benchmarks/interleaved.py):
+scans of `--iterations` steps each, interleaved (`harness.interleaved_ms`):
 
 - rejax iteration: `SAC.train_iteration` (env step, buffer add, sample, update) after
   2,000 iterations, the settings of the peer comparison (batch 256, 256×256 ReLU, one
@@ -26,11 +26,11 @@ import json
 import jax
 import jax.numpy as jnp
 
-from experiments.benchmarks.interleaved import interleaved_ms, machine, quantiles
-from experiments.benchmarks.profile_iteration import config_for, state_after
+from experiments.benchmarks import harness, peer_tasks
 from jaxsac.jax_loop import run_iterations
 
 POLYAK = 0.995  # rejax's name for 1 - tau
+PEERS_BUFFER = peer_tasks.TASKS["pendulum"].buffer_size  # holds the comparison's whole run
 
 
 def rejax_setup(iterations: int):
@@ -62,11 +62,6 @@ def rejax_setup(iterations: int):
     return ts, jax.jit(lambda t: iterate(t, iterations)), jax.jit(updates)
 
 
-def flops(fn, *args) -> float:
-    analysis = jax.jit(fn).lower(*args).compile().cost_analysis()
-    return float((analysis[0] if isinstance(analysis, list) else analysis)["flops"])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
@@ -74,7 +69,8 @@ def main() -> None:
     args = parser.parse_args()
     n = args.iterations
 
-    assembly, state = state_after(config_for(), 2)
+    assembly, state = harness.state_after(
+        harness.pendulum_config(buffer_capacity=PEERS_BUFFER), 2)
     batch = jax.jit(assembly.buffer.sample)(state.buffer, jax.random.key(1))
     keys = jax.random.split(jax.random.key(2), n)
 
@@ -91,13 +87,14 @@ def main() -> None:
         "rejax update": lambda: rejax_update_scan(ts, batch),
         "jaxsac update": lambda: jaxsac_update_scan(state.learner, batch),
     }
-    ms = interleaved_ms(calls, args.rounds, n)
+    ms = harness.interleaved_ms(calls, args.rounds, n)
     # The scans' bodies are counted once by the cost analysis: FLOPs of one update.
-    update_flops = {"rejax": flops(rejax_update_scan, ts, batch),
-                    "jaxsac": flops(jaxsac_updates, state.learner, batch)}
-    print(json.dumps({**machine(), "rounds": args.rounds, "iterations_per_call": n,
+    update_flops = {"rejax": harness.compiled_flops(rejax_update_scan, ts, batch),
+                    "jaxsac": harness.compiled_flops(jaxsac_updates, state.learner, batch)}
+    print(json.dumps({"machine": harness.machine(), "load_average": harness.load_average(),
+                      "rounds": args.rounds, "iterations_per_call": n,
                       "gflop_per_update": {k: round(v / 1e9, 4) for k, v in update_flops.items()},
-                      "ms_per_iteration_or_update": quantiles(ms)}, indent=2))
+                      "ms_per_iteration_or_update": harness.quantiles(ms)}, indent=2))
 
 
 if __name__ == "__main__":

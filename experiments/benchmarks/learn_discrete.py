@@ -11,32 +11,8 @@ Prints, for every log period, each seed's deterministic evaluation return (10 ep
 from __future__ import annotations
 
 import argparse
-import time
 
-import jax
-import numpy as np
-
-import jaxsac
-
-
-def learning_curve(env_id: str, seeds: int, root: int, **overrides) -> dict[str, np.ndarray]:
-    """Metrics [seeds, periods] of the tuned `env_id` (with `overrides`), and "seconds"."""
-    config = jaxsac.tuned(env_id, **overrides)
-    start = time.perf_counter()
-    _, metrics = jax.jit(jax.vmap(jaxsac.make_train(config)))(
-        jax.random.split(jax.random.key(root), seeds))
-    out = {name: np.asarray(metrics[name]) for name in ("env_steps", "eval_return", "alpha",
-                                                         "entropy")}
-    out["seconds"] = np.float64(time.perf_counter() - start)
-    return out
-
-
-def print_curve(curve: dict[str, np.ndarray]) -> None:
-    """One line per log period: env steps, each seed's evaluation return, α, entropy."""
-    for p, steps in enumerate(curve["env_steps"][0]):
-        print(f"  {int(steps):>6}  eval {np.round(curve['eval_return'][:, p]).astype(int)}"
-              f"  alpha {np.round(curve['alpha'][:, p], 3)}"
-              f"  entropy {np.round(curve['entropy'][:, p], 3)}")
+from experiments.benchmarks import harness
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -51,9 +27,9 @@ def main(argv: list[str] | None = None) -> None:
     overrides = ({} if args.target_entropy_scale is None
                  else {"target_entropy_scale": args.target_entropy_scale})
     for env_id in args.env_id:
-        curve = learning_curve(env_id, args.seeds, args.root_key, **overrides)
+        curve = harness.learning_curve(env_id, args.seeds, args.root_key, **overrides)
         print(f"{env_id} {overrides or 'tuned'}: {curve['seconds']:.0f} s")
-        print_curve(curve)
+        harness.print_curve(curve)
 
 
 if __name__ == "__main__":

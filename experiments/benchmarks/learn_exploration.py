@@ -17,7 +17,7 @@ import json
 
 import numpy as np
 
-from experiments.benchmarks.learn_discrete import learning_curve, print_curve
+from experiments.benchmarks import harness
 
 SOLVED = 90.0
 
@@ -34,14 +34,14 @@ def main(argv: list[str] | None = None) -> None:
     overrides = {name: json.loads(value) for name, value in
                  (item.split("=", 1) for item in args.set)}
     for beta in args.exponents:
-        curve = learning_curve("MountainCarContinuous-v0", args.seeds, args.root_key,
+        curve = harness.learning_curve("MountainCarContinuous-v0", args.seeds, args.root_key,
                                action_noise_exponent=beta, **overrides)
         solved = curve["eval_return"] >= SOLVED
         first = [int(curve["env_steps"][0, np.argmax(s)]) if s.any() else None
                  for s in solved]
         print(f"action_noise_exponent={beta} {overrides}: {curve['seconds']:.0f} s; first "
               f"evaluation >= {SOLVED:g} at env steps {first}")
-        print_curve(curve)
+        harness.print_curve(curve)
 
 
 if __name__ == "__main__":

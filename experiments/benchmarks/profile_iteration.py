@@ -26,36 +26,19 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
-import platform
 import re
-import time
 
 import jax
 import jax.numpy as jnp
 
 import jaxsac
-from experiments.benchmarks.bench_update import best_time
+from experiments.benchmarks import harness, peer_tasks
 from jaxsac.assembly import assemble, init_state, iteration_keys
 from jaxsac.iteration import gradient_steps
 from jaxsac.jax_loop import run_iterations, run_period
 from jaxsac.learner import Hyperparams
 
-
-def config_for(**changes) -> jaxsac.SACConfig:
-    settings = dict(env_id="Pendulum-v1", learning_starts=1_000, log_every=1_000,
-                    total_env_steps=100_000, batch_size=256, hidden_sizes=(256, 256),
-                    utd_ratio=1.0, buffer_capacity=20_000)
-    return jaxsac.SACConfig(**{**settings, **changes})
-
-
-def state_after(config: jaxsac.SACConfig, periods: int):
-    assembly = assemble(config)
-    state = jax.jit(lambda k: init_state(assembly, k, Hyperparams.from_config(config)))(
-        jax.random.key(0))
-    for period in range(periods):
-        state, _ = jax.jit(lambda s, p=period: run_period(assembly, s, p))(state)
-    return assembly, state
+PEERS_BUFFER = peer_tasks.TASKS["pendulum"].buffer_size  # holds the comparison's whole run
 
 
 def loop_body_ops(compiled_text: str) -> dict[str, int]:
@@ -84,9 +67,8 @@ def compile_seconds(config: jaxsac.SACConfig) -> float:
     assembly = assemble(config)
     state = jax.eval_shape(lambda k: init_state(assembly, k, Hyperparams.from_config(config)),
                            jax.random.key(0))
-    start = time.perf_counter()
-    jax.jit(lambda s: run_period(assembly, s, jnp.int32(2))).lower(state).compile()
-    return time.perf_counter() - start
+    return harness.compile_timed(jax.jit(lambda s: run_period(assembly, s, jnp.int32(2))),
+                                 state)[1]
 
 
 def main() -> None:
@@ -97,9 +79,9 @@ def main() -> None:
     args = parser.parse_args()
     n, repeats = args.iterations, args.repeats
 
-    config = config_for()
-    assembly, state = state_after(config, 2)
-    collect_program, _ = state_after(config_for(utd_ratio=1e-3), 0)
+    config = harness.pendulum_config(buffer_capacity=PEERS_BUFFER)
+    assembly, state = harness.state_after(config, 2)
+    collect_program, _ = harness.state_after(config.replace(utd_ratio=1e-3), 0)
     stats = state.runner.obs_norm
     batch = jax.jit(assembly.buffer.sample)(state.buffer, jax.random.key(1))
 
@@ -121,17 +103,16 @@ def main() -> None:
             lambda acc, k: acc + jax.random.key_data(jax.random.split(
                 iteration_keys(k, s.iteration)[1], 2)).sum(), jnp.zeros((), jnp.uint32))),
     }
-    micros = {name: 1e6 * best_time(fn, state, repeats=repeats) / n
+    micros = {name: 1e6 * harness.best_time(fn, state, repeats=repeats) / n
               for name, fn in pieces.items()}
     ops = {name: loop_body_ops(pieces[name].lower(state).compile().as_text())
            for name in ("iteration", "update")}
     micros["joining"] = micros["iteration"] - micros["collect"] - micros["sample + update"]
-    compile_s = {utd: round(compile_seconds(config_for(utd_ratio=float(utd))), 2)
+    compile_s = {utd: round(compile_seconds(config.replace(utd_ratio=float(utd))), 2)
                  for utd in args.compile_utd}
     print(json.dumps({
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
-        "jax": jax.__version__,
-        "load_average": os.getloadavg(),
+        "machine": harness.machine(),
+        "load_average": harness.load_average(),
         "iterations": n,
         "microseconds_per_iteration": {k: round(v, 1) for k, v in micros.items()},
         "env_steps_per_s": round(1e6 / micros["iteration"], 1),

@@ -8,12 +8,13 @@ shared settings.
 
 The description below is Pendulum-v1's; CartPole-v1 differs in its threshold (475, of
 the most, 500), its evaluation period (1,000 env steps), its budget (50,000 env steps),
-its libraries and its settings (CARTPOLE_OWN; shared: compare_peers --task cartpole).
+its libraries and its settings (peer_tasks.CARTPOLE_OWN; shared: compare_peers --task
+cartpole).
 CartpoleBalance (--task cartpole_balance) differs in its threshold (900, of the most,
 1,000), its evaluation period (2,048 env steps), its budget (40,960 env steps), its
-libraries and its settings: CARTPOLE_BALANCE_SHARED, a 4-env config sized for 2 CPU
-cores with brax's fixed alpha settings and 1-step returns for both, and
-CARTPOLE_BALANCE_OWN: jaxsac's CPU-sized config (tests/test_learning.py) and
+libraries and its settings: peer_tasks.CARTPOLE_BALANCE_SHARED, a 4-env config sized for
+2 CPU cores with brax's fixed alpha settings and 1-step returns for both, and
+peer_tasks.CARTPOLE_BALANCE_OWN: jaxsac's CPU-sized config (tests/test_learning.py) and
 Playground's own brax SAC config (compare_peers --task cartpole_balance), which is sized
 for an accelerator. brax's SAC cannot stop mid-run: like rejax's, its run goes on to the
 budget, which does not change its timestamps.
@@ -28,13 +29,14 @@ counts for every library.
 Time to solve: wall clock from the launch of the run's process (Python start-up, imports
 and compilation included) to the end of that evaluation; the env steps then are the
 other figure. Each run is a fresh process without a persistent compilation cache (see
-compare_peers.child_env). Runs stop at the threshold where the library can stop mid-run
+peer_tasks.child_env). Runs stop at the threshold where the library can stop mid-run
 (jaxsac through `train`'s callback, sbx and stable-baselines3 through theirs); rejax's
 single jitted program runs its whole budget, which does not change its timestamps.
 
-Settings, per library (OWN, with their sources), and SHARED: the Pendulum-v1 comparison
-of compare_peers (20,000 env steps, learning starts 1,000, 256x256 ReLU, Adam 3e-4, batch
-256, tau 0.005). Every run has at most 20,000 env steps.
+Settings, per library (peer_tasks.PENDULUM_OWN, with their sources), and shared: the
+Pendulum-v1 comparison of compare_peers (20,000 env steps, learning starts 1,000, 256x256
+ReLU, Adam 3e-4, batch 256, tau 0.005). Every run has at most 20,000 env steps. The tasks
+and their settings are registered in experiments/benchmarks/peer_tasks.py.
 
 Rounds: round r runs every (library, settings) pair once with seed r, starting one pair
 later than round r - 1, so drift on a noisy machine hits all alike.
@@ -47,103 +49,17 @@ docs/benchmarks/time_to_solve_cartpole_balance.json and .md.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import datetime
 import json
 import math
-import os
-import shlex
 import statistics
 import sys
 from typing import Any
 
-from experiments.benchmarks import compare_peers
-from experiments.benchmarks.compare_peers import fmt, minus
+from experiments.benchmarks import harness, peer_tasks
+from experiments.benchmarks.harness import number, signed
+from experiments.benchmarks.peer_tasks import TASKS
 
-RL_ZOO_PENDULUM = {
-    # RL Zoo's hyperparams/sac.yml, Pendulum-v1: n_timesteps 20,000, learning_rate 1e-3,
-    # the rest SB3's defaults (learning starts 100, batch 256, tau 0.005, gamma 0.99,
-    # 256x256 ReLU, one gradient step per env step, learned alpha). Its buffer of 10^6
-    # never fills in 20,000 env steps, so the run's 20,000 is the same buffer.
-    "lr": 1e-3, "learning_starts": 100, "buffer_size": 20_000,
-}
-OWN = {
-    # jaxsac's tuned example (jaxsac/tuned/Pendulum-v1.json): 64x64 networks, learning
-    # rates 1e-3 / 2e-3 / 1e-3, n-step returns from [2, 4], prioritized replay, learning
-    # starts 256.
-    "jaxsac-jax": {"tuned": True},
-    # rejax's configs/gymnax/pendulum.yaml, sac: swish 64x64 (rejax's default sizes),
-    # learning rate 0.01, buffer 10,000, fill_buffer 256, batch 256, polyak 0.98,
-    # normalized observations (its budget there: 10,000 env steps).
-    "rejax": {"lr": 0.01, "buffer_size": 10_000, "learning_starts": 256, "tau": 0.02,
-              "activation": "swish", "hidden": [64, 64], "normalize_obs": True},
-    "sbx": RL_ZOO_PENDULUM,
-    "sb3": RL_ZOO_PENDULUM,
-}
-CARTPOLE_OWN = {
-    # jaxsac's tuned example (jaxsac/tuned/CartPole-v1.json): rejax's CartPole setting with
-    # the target entropy 0.5 log|A| and a Polyak update after every gradient step.
-    "jaxsac-jax": {"tuned": True},
-    # rejax's configs/gymnax/cartpole.yaml is the comparison's shared setting but for its
-    # target entropy, 0.7 log|A| (the comparison gives both libraries 0.5).
-    "rejax": {"target_entropy_scale": 0.7},
-}
-CARTPOLE_BALANCE_SHARED = {
-    # A config both libraries run on 2 CPU cores within minutes: 4 envs, one gradient step
-    # per env step (4 per iteration), batch 256, 128x128 ReLU networks, learning rate
-    # 1e-3, LayerNorm critics, raw observations, 2,048 warm-up steps, a buffer of 32,768;
-    # discount and tau as Playground's. alpha as brax fixes it (Adam 3e-4, target -0.5,
-    # compare_peers.CARTPOLE_BALANCE_JAXSAC gives jaxsac the same) and 1-step returns.
-    "num_envs": 4, "utd_ratio": 1.0, "batch_size": 256, "hidden": [128, 128], "lr": 1e-3,
-    "normalize_obs": False, "learning_starts": 2_048, "buffer_size": 32_768,
-}
-CARTPOLE_BALANCE_OWN = {
-    # jaxsac's CPU-sized CartpoleBalance config (tests/test_learning.py,
-    # cartpole_balance_small): the shared one with alpha's learning rate 1e-3, the target
-    # entropy -|A| and 3-step returns. (jaxsac/tuned/playground/CartpoleBalance.json is
-    # Playground's accelerator-sized setting, brax's below.)
-    "jaxsac-jax": {**CARTPOLE_BALANCE_SHARED, "alpha_lr": 1e-3, "target_entropy": -1.0,
-                   "n_step": 3},
-    # Playground's brax SAC config for the dm_control suite, as compare_peers runs it
-    # (128 envs, batch 512, 8 gradient steps per iteration, 256x256, normalized
-    # observations, 8,192 warm-up steps); its 5M env steps are cut to the budget.
-    "brax": {},
-}
 SETTINGS = ("own", "shared")
-
-
-@dataclasses.dataclass(frozen=True)
-class SolveTask:
-    """One time-to-solve comparison: its env, libraries, threshold and settings."""
-
-    env_id: str
-    peer_task: str
-    """compare_peers.TASKS key: the shared settings, learning starts and buffer."""
-    libraries: tuple[str, ...]
-    threshold: float
-    eval_every: int
-    total_env_steps: int
-    own: dict[str, dict[str, Any]]
-    """Each library's own settings: overrides of the peer task's runner settings."""
-    out: str
-    """Outputs <out>.json and <out>.md (relative to the repository)."""
-    shared: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """The shared settings: overrides of the peer task's runner settings (none: the peer
-    comparison's own)."""
-
-
-TASKS = {
-    "pendulum": SolveTask("Pendulum-v1", "pendulum", ("jaxsac-jax", "rejax", "sbx", "sb3"),
-                          threshold=-200.0, eval_every=500, total_env_steps=20_000, own=OWN,
-                          out="docs/benchmarks/time_to_solve"),
-    "cartpole": SolveTask("CartPole-v1", "cartpole", ("jaxsac-jax", "rejax"),
-                          threshold=475.0, eval_every=1_000, total_env_steps=50_000,
-                          own=CARTPOLE_OWN, out="docs/benchmarks/time_to_solve_cartpole"),
-    "cartpole_balance": SolveTask(
-        "playground/CartpoleBalance", "cartpole_balance", ("jaxsac-jax", "brax"),
-        threshold=900.0, eval_every=2_048, total_env_steps=40_960, own=CARTPOLE_BALANCE_OWN,
-        shared=CARTPOLE_BALANCE_SHARED, out="docs/benchmarks/time_to_solve_cartpole_balance"),
-}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -166,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out-json", default=None, help="default: the task's <out>.json")
     p.add_argument("--out-md", default=None, help="default: the task's <out>.md")
     args = p.parse_args(argv)
-    task = TASKS[args.task]
+    task = TASKS[args.task].solve
     args.libraries = args.libraries or list(task.libraries)
     unknown = sorted(set(args.libraries) - set(task.libraries))
     if unknown:
@@ -181,22 +97,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def runner_args(args: argparse.Namespace, library: str, settings: str) -> argparse.Namespace:
-    """compare_peers.run_one's arguments for one run: the task's shared settings, with
-    `settings`'s overrides, an evaluation every `eval_every` env steps and the stop at
-    the threshold."""
+def peer_run(args: argparse.Namespace, library: str, settings: str,
+             seed: int) -> peer_tasks.PeerRun:
+    """One run on the task's runner settings with `settings`'s overrides, an evaluation
+    every `eval_every` env steps and the stop at the threshold."""
     task = TASKS[args.task]
-    peer_task = compare_peers.TASKS[task.peer_task]
-    overrides = {**(task.own[library] if settings == "own" else task.shared),
-                 "mark_every": task.eval_every, "stop_at_return": task.threshold}
-    learning_starts = overrides.pop("learning_starts", peer_task.learning_starts)
-    buffer_size = overrides.pop("buffer_size", peer_task.buffer_size)
-    return argparse.Namespace(
-        task=task.peer_task, total_env_steps=args.total_env_steps,
-        learning_starts=learning_starts, buffer_size=buffer_size,
-        peers_python=args.peers_python, jaxsac_python=args.jaxsac_python,
-        torch_threads=args.torch_threads, timeout=args.timeout,
-        runner_overrides=overrides)
+    overrides = {**(task.solve.own[library] if settings == "own" else task.solve.shared),
+                 "mark_every": task.solve.eval_every, "stop_at_return": task.solve.threshold}
+    return peer_tasks.PeerRun(
+        args.task, library, seed, total_env_steps=args.total_env_steps,
+        learning_starts=overrides.pop("learning_starts", task.learning_starts),
+        buffer_size=overrides.pop("buffer_size", task.buffer_size), overrides=overrides,
+        torch_threads=args.torch_threads)
 
 
 def schedule(args: argparse.Namespace) -> list[tuple[str, str, int]]:
@@ -215,7 +127,7 @@ def solved_at(record: dict[str, Any], threshold: float) -> dict[str, Any]:
     did."""
     steps = record.get("own_eval_env_steps", [])
     returns = record.get("own_eval_returns", [[]])[0]
-    step = compare_peers.first_at(steps, returns, threshold)
+    step = peer_tasks.first_at(steps, returns, threshold)
     if step is None:
         return {"env_steps": None, "s_from_launch": None, "s_from_clock": None}
     after_clock = record["marks"][str(step)]
@@ -289,30 +201,26 @@ def seconds(x: float | None) -> str:
     return "not solved" if x is None else f"{x:.1f}"
 
 
-def steps(x: int | None) -> str:
-    return "—" if x is None else f"{x:,}"
-
-
 def tables(report: dict[str, Any]) -> list[str]:
     lines = []
     titles = {"own": "Each library's own best-known settings",
               "shared": "The shared settings of the peer comparison"}
     for settings, by_lib in report["summary"].items():
-        lines += [f"## {titles[settings]}", "",
-                  "| library | seeds solved | median s | worst s | s per seed | median env "
-                  "steps | worst env steps | env steps per seed | compile s per seed | "
-                  "imports s |", "|---|---|---|---|---|---|---|---|---|---|"]
+        rows = []
         for lib, s in by_lib.items():
             failed = f" ({s['failed']} failed)" if s["failed"] else ""
-            lines.append(
-                f"| {lib} | {s['solved']}/{s['runs']}{failed} | {seconds(s['median_s'])} "
-                f"| {seconds(s['worst_s'])} | "
-                f"{', '.join(seconds(x) for x in s['s_to_solve'])} "
-                f"| {steps(s['median_env_steps'])} | {steps(s['worst_env_steps'])} | "
-                f"{', '.join(steps(x) for x in s['env_steps_to_solve'])} | "
-                f"{', '.join(fmt(x) for x in s['compile_s'])} | "
-                f"{fmt(statistics.median(s['import_s']) if s['import_s'] else None)} |")
-        lines.append("")
+            imports = statistics.median(s["import_s"]) if s["import_s"] else None
+            rows.append([
+                lib, f"{s['solved']}/{s['runs']}{failed}", seconds(s["median_s"]),
+                seconds(s["worst_s"]), ", ".join(seconds(x) for x in s["s_to_solve"]),
+                number(s["median_env_steps"], 0), number(s["worst_env_steps"], 0),
+                ", ".join(number(x, 0) for x in s["env_steps_to_solve"]),
+                ", ".join(number(x) for x in s["compile_s"]), number(imports)])
+        lines += [f"## {titles[settings]}", "",
+                  *harness.markdown_table(
+                      ["library", "seeds solved", "median s", "worst s", "s per seed",
+                       "median env steps", "worst env steps", "env steps per seed",
+                       "compile s per seed", "imports s"], rows), ""]
     t = report["target"]
     if t.get("passed") is not None:
         speedup = "—" if t["speedup"] is None else f"{t['speedup']:.2f}×"
@@ -332,8 +240,8 @@ def tables(report: dict[str, Any]) -> list[str]:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    task = TASKS[report.get("task", "pendulum")]
-    env_id = task.env_id
+    env_id = TASKS[report.get("task", "pendulum")].env_id
+    task = TASKS[report.get("task", "pendulum")].solve
     shared = (f"the {env_id} comparison's (compare_peers)" if not task.shared else
               f"the {env_id} comparison's (compare_peers) with {json.dumps(task.shared)}")
     own = report["own_settings"]
@@ -342,9 +250,9 @@ def markdown(report: dict[str, Any]) -> str:
         f"Generated {report['date']} by `{report['command']}`. How it is measured: the "
         "docstring of experiments/benchmarks/time_to_solve.py and "
         "[docs/peers.md](../peers.md#time-to-solve-pendulum-v1).", "",
-        compare_peers.machine_line(report), "",
+        harness.conditions_line(report), "",
         f"Solved: the first deterministic in-run evaluation (mean of 10 episodes) ≥ "
-        f"{minus(report['threshold'])}, every library evaluating every "
+        f"{signed(report['threshold'])}, every library evaluating every "
         f"{report['eval_every']:,} env steps. "
         "Seconds: from the launch of the run's fresh process (imports and compilation "
         "included, no compilation cache) to the end of that evaluation. Medians and worst "
@@ -355,10 +263,8 @@ def markdown(report: dict[str, Any]) -> str:
         "- own: " + "; ".join(f"{lib}: {json.dumps(own[lib])}" for lib in report["libraries"]),
         f"- shared: {shared}, evaluation every "
         f"{report['eval_every']} env steps", "",
-        "## Versions", "",
+        *peer_tasks.versions_lines(report["versions"]),
     ]
-    for lib, v in report["versions"].items():
-        lines.append(f"- {lib}: " + ", ".join(f"{k} {x}" for k, x in sorted(v.items())))
     failures = [r for r in report["runs"] if "error" in r]
     if failures:
         lines += ["", "## Failed runs", ""]
@@ -369,39 +275,40 @@ def markdown(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    task = TASKS[args.task]
-    command = " ".join([".venv/bin/python -m experiments.benchmarks.time_to_solve",
-                        *(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))])
+    task = TASKS[args.task].solve
+    command = harness.command_line(".venv/bin/python -m experiments.benchmarks.time_to_solve",
+                                   sys.argv[1:] if argv is None else argv)
+    pythons = peer_tasks.Pythons(jaxsac=args.jaxsac_python, peers=args.peers_python)
     plan = schedule(args)
-    load_before = [round(x, 2) for x in os.getloadavg()]
+    load_before = harness.load_average()
     records = []
     for i, (lib, settings, seed) in enumerate(plan, 1):
         print(f"[{i}/{len(plan)}] {lib} {settings} seed {seed} ...", file=sys.stderr,
               flush=True)
-        record = compare_peers.run_one(lib, seed, 1, runner_args(args, lib, settings))
+        record = peer_tasks.run_peer(peer_run(args, lib, settings, seed), pythons=pythons,
+                                     timeout=args.timeout)
         record["settings"] = settings
         if "error" in record:
             print(f"    FAILED: {record['error']}\n{record.get('stderr_tail', '')}",
                   file=sys.stderr, flush=True)
         else:
             record["solved"] = solved_at(record, task.threshold)
-            print(f"    solved at {steps(record['solved']['env_steps'])} env steps, "
+            print(f"    solved at {number(record['solved']['env_steps'], 0)} env steps, "
                   f"{seconds(record['solved']['s_from_launch'])} s from launch (compile "
-                  f"{fmt(record['compile_s'])} s)", file=sys.stderr, flush=True)
+                  f"{number(record['compile_s'])} s)", file=sys.stderr, flush=True)
         records.append(record)
     summary = summarize(records)
     report = {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": command, "machine": compare_peers.machine(),
-        "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()],
+        **harness.provenance(command, load_before, jax_platform="cpu"),
         "task": args.task, "seeds": args.seeds, "libraries": args.libraries,
         "settings": args.settings, "total_env_steps": args.total_env_steps,
         "threshold": task.threshold, "eval_every": task.eval_every,
         "own_settings": {lib: task.own[lib] for lib in args.libraries},
         "summary": summary, "target": target(summary),
-        "versions": compare_peers.versions(records), "runs": records,
+        "versions": peer_tasks.versions(records), "runs": records,
     }
-    compare_peers.write_report(report, markdown(report), args.out_json, args.out_md)
+    harness.publish_report(report, markdown(report), peer_tasks.ROOT / args.out_json,
+                           peer_tasks.ROOT / args.out_md)
 
 
 if __name__ == "__main__":

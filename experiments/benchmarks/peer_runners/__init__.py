@@ -1,2 +1,3 @@
-"""Runners of experiments/benchmarks/compare_peers.py: one per library, each printing
-one JSON line of results."""
+"""Runners of the peer comparisons (compare_peers.py, time_to_solve.py) and of
+bench_startup.py's fresh processes: each runs in its own process, under jaxsac's `.venv` or
+the peers' `.venv-peers`, and prints one JSON line of results."""

@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from experiments.benchmarks.peer_tasks import steady_start
+
 EVAL_SEED_BASE = 10_000
 """Episode i of the common evaluation resets the gymnasium env with seed base + i (a
 Playground task's with the key PRNGKey(base + i))."""
@@ -86,11 +88,6 @@ def parser(description: str) -> argparse.ArgumentParser:
                         "to --total-env-steps). stable-baselines3 and sbx evaluate in-run "
                         "(10 deterministic episodes at every mark) only with this option")
     return p
-
-
-def steady_start(learning_starts: int, mark_every: int) -> int:
-    """mark_start: the first multiple of mark_every at least learning_starts + mark_every."""
-    return -(-(learning_starts + mark_every) // mark_every) * mark_every
 
 
 def gradient_steps_per_iteration(args: argparse.Namespace) -> int:
