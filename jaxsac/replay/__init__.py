@@ -7,10 +7,10 @@ sample time, uniform or prioritized), and the buffers built from it.
     batch = buf.sample(state, key)       # Batch [batch_size]
     state = buf.update_priorities(state, batch.indices, td_error)
 
-Modules: `state` (ReplayState, the ReplayBuffer interface, row flags), `sum_tree` (the
-priority trees), `n_step` (the walk that assembles transitions), `episode` (the
-factory), `sharded` (S data shards), `stacked` (one buffer per module of a multi-agent
-run).
+Modules: `state` (ReplayState, the ReplayBuffer interface, row flags), `validation` (the
+checks of settings and inputs), `sum_tree` (the priority trees), `n_step` (the walk that
+assembles transitions), `episode` (the factory), `sharded` (S data shards), `stacked`
+(one buffer per module of a multi-agent run).
 """
 
 from jaxsac.replay.episode import UNIFORM_CANDIDATES, episode_buffer, scheduled_beta

@@ -33,13 +33,9 @@ sum tree (and +inf in the min tree), so they are never drawn.
 from __future__ import annotations
 
 import functools
-import math
-import numbers
-from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jaxsac import checks
 from jaxsac.random_bits import uint32_bits
@@ -56,94 +52,21 @@ from jaxsac.replay.state import (
     ReplayState,
 )
 from jaxsac.replay.sum_tree import TREE_ARITY
+from jaxsac.replay.validation import (
+    check_example_step,
+    check_priority_args,
+    check_settings,
+    check_step,
+)
 from jaxsac.types import Batch, Step
 
 UNIFORM_CANDIDATES = 4
 """Candidate rows drawn per sample in each round of uniform rejection sampling."""
 
-MAX_CAPACITY = 2**30
-
 # p^alpha is clipped into this range so that a valid row always has positive mass and the
 # float32 sum of 2^30 leaves cannot overflow.
 _MIN_LEAF = 1e-30
 _MAX_LEAF = 1e28
-
-
-# --------------------------------------------------------------------------- validation
-
-def _validate(capacity, num_envs, batch_size, gamma, prioritized, alpha, beta, eps,
-              beta_final, beta_steps) -> None:
-    owner = "episode_buffer"
-    checks.check_int(owner, "num_envs", num_envs, 1)
-    if not checks.is_int(capacity) or not num_envs <= capacity <= MAX_CAPACITY:
-        checks.fail(owner, "capacity", capacity,
-                    f"an integer in [num_envs={num_envs}, {MAX_CAPACITY}]")
-    if capacity % num_envs:
-        checks.fail(owner, "capacity", capacity,
-                    f"a multiple of num_envs={num_envs} (each env gets an equal ring)")
-    checks.check_int(owner, "batch_size", batch_size, 1)
-    if isinstance(gamma, (numbers.Number, bool)):  # a traced gamma is not checked
-        checks.check_real(owner, "gamma", gamma, 0.0, 1.0)
-    checks.check_bool(owner, "prioritized", prioritized)
-    checks.check_real(owner, "alpha", alpha, 0.0, math.inf)
-    checks.check_real(owner, "beta", beta, 0.0, 1.0)
-    checks.check_real(owner, "eps", eps, 0.0, math.inf, open_low=True)
-    if beta_final is not None:
-        checks.check_real(owner, "beta_final", beta_final, 0.0, 1.0)
-    checks.check_int(owner, "beta_steps", beta_steps, 0)
-
-
-def _check_example(example_step: Any) -> None:
-    for name in Step._fields:
-        if not hasattr(example_step, name):
-            raise ValueError(f"init: example_step has no field {name!r}; expected a Step")
-    obs_shape = jnp.shape(example_step.obs)
-    for name, shape in (("reward", ()), ("terminated", ()), ("truncated", ()),
-                        ("next_obs", obs_shape)):
-        got = jnp.shape(getattr(example_step, name))
-        if got != shape:
-            raise ValueError(
-                f"init: example_step.{name} has shape {got}; expected {shape} "
-                "(example_step is one unbatched Step; next_obs has the shape of obs)")
-
-
-def _check_step(state: ReplayState, step: Any, num_envs: int) -> None:
-    obs_shape, act_shape = state.obs.shape[1:], state.action.shape[1:]
-    expected = {"obs": obs_shape, "action": act_shape, "reward": (), "terminated": (),
-                "truncated": (), "next_obs": obs_shape}
-    for name, item_shape in expected.items():
-        if not hasattr(step, name):
-            raise ValueError(f"add: step has no field {name!r}; expected a Step")
-        got = tuple(jnp.shape(getattr(step, name)))
-        want = (num_envs, *item_shape)
-        if got != want:
-            raise ValueError(
-                f"add: step.{name} has shape {got}; expected {want} "
-                f"(leading axis num_envs={num_envs}, then the shape from init's example_step)")
-    failed = getattr(step, "failed", None)
-    if failed is not None and tuple(jnp.shape(failed)) != (num_envs,):
-        raise ValueError(f"add: step.failed has shape {tuple(jnp.shape(failed))}; expected "
-                         f"({num_envs},) or None")
-
-
-def _check_priority_args(indices: Any, td_error: Any, capacity: int) -> None:
-    """Shapes always; the indices' range when they are concrete (outside jit; under jit
-    out-of-range indices are ignored)."""
-    idx_shape, td_shape = jnp.shape(indices), jnp.shape(td_error)
-    if len(idx_shape) != 1:
-        raise ValueError(f"update_priorities: indices has shape {idx_shape}; expected [batch]")
-    if td_shape != idx_shape:
-        raise ValueError(f"update_priorities: td_error has shape {td_shape}; expected "
-                         f"{idx_shape} (one per index)")
-    if isinstance(indices, jax.core.Tracer):
-        return
-    values = np.asarray(indices)
-    bad = values[(values < 0) | (values >= capacity)]
-    if bad.size:
-        raise ValueError(f"update_priorities: indices={bad[:5].tolist()} "
-                         f"{'(and more) ' if bad.size > 5 else ''}are invalid: must be rows "
-                         f"in [0, {capacity}) (Batch.indices)")
-
 
 
 # --------------------------------------------------------------------------- uniform starts
@@ -302,15 +225,15 @@ def episode_buffer(
 
     Raises ValueError naming the argument, its value and what is allowed.
     """
-    _validate(capacity, num_envs, batch_size, gamma, prioritized, alpha, beta, eps,
-              beta_final, beta_steps)
+    check_settings(capacity, num_envs, batch_size, gamma, prioritized, alpha, beta, eps,
+                   beta_final, beta_steps)
     n_min, n_max = checks.check_n_step("episode_buffer", n_step)
     ring = capacity // num_envs
     alpha, beta, eps = float(alpha), float(beta), float(eps)
 
     def init(example_step: Step) -> ReplayState:
         """An empty buffer for steps shaped like `example_step` (one unbatched Step)."""
-        _check_example(example_step)
+        check_example_step(example_step)
         obs = jnp.asarray(example_step.obs)
         action = jnp.asarray(example_step.action)
         trees = (sum_tree.init(capacity, 0.0), sum_tree.init(capacity, jnp.inf)) if prioritized \
@@ -339,7 +262,7 @@ def episode_buffer(
         step, bootstrapping from that step's real next observation (the failed row's
         obs). New valid rows get priority p_max^alpha.
         """
-        _check_step(state, step, num_envs)
+        check_step(state, step, num_envs)
         slot = state.write_slot
         first_row = slot * num_envs
         rows = first_row + jnp.arange(num_envs, dtype=jnp.int32)
@@ -440,7 +363,7 @@ def episode_buffer(
         """
         if not prioritized:
             return state
-        _check_priority_args(indices, td_error, capacity)
+        check_priority_args(indices, td_error, capacity)
         indices = jnp.asarray(indices, jnp.int32)
         td_error = jnp.asarray(td_error, jnp.float32)
         in_range = (indices >= 0) & (indices < capacity)
