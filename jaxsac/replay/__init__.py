@@ -7,17 +7,21 @@ sample time, uniform or prioritized), and the buffers built from it.
     batch = buf.sample(state, key)       # Batch [batch_size]
     state = buf.update_priorities(state, batch.indices, td_error)
 
-Modules: `state` (ReplayState, the ReplayBuffer interface, row flags), `sum_tree` (the
-priority trees), `n_step` (the walk that assembles transitions), `episode` (the
-factory), `sharded` (S data shards), `stacked` (one buffer per module of a multi-agent
-run).
+Modules: `state` (ReplayState, the ReplayBuffer and StartSampler interfaces, row
+flags), `validation` (the checks of settings and inputs), `uniform` (uniform start rows),
+`prioritized` (start rows by priority, importance weights, the beta schedule, priority
+updates), `sum_tree` (the priority trees), `n_step` (the walk that assembles
+transitions), `episode` (init, add, sample and the factory), `sharded` (S data shards),
+`stacked` (one buffer per module of a multi-agent run).
 """
 
-from jaxsac.replay.episode import UNIFORM_CANDIDATES, episode_buffer, scheduled_beta
+from jaxsac.replay.episode import episode_buffer
+from jaxsac.replay.prioritized import scheduled_beta
 from jaxsac.replay.sharded import shard_weight_scale, sharded_buffer
 from jaxsac.replay.stacked import stacked_buffer
 from jaxsac.replay.state import ReplayBuffer, ReplayState, end_episodes
 from jaxsac.replay.sum_tree import TREE_ARITY
+from jaxsac.replay.uniform import UNIFORM_CANDIDATES
 
 __all__ = [
     "TREE_ARITY",

@@ -1,4 +1,6 @@
-"""The replay buffer's state and interface, shared by every buffer in this package.
+"""The replay buffer's state and interfaces, shared by every buffer in this package:
+`ReplayState`, `ReplayBuffer` (the functions every buffer has) and `StartSampler` (how
+the episode buffer draws start rows: uniformly or by priority).
 
 Row layout: C = capacity rows, E = num_envs; each env owns a time-ordered ring of C // E
 slots and the flat row of env e at slot s is s * E + e. A row's `flags` byte holds
@@ -68,6 +70,29 @@ class ReplayBuffer(NamedTuple):
     update_priorities: Callable[[ReplayState, jax.Array, jax.Array], ReplayState]
     can_sample: Callable[[ReplayState], jax.Array]
 
+
+class StartSampler(NamedTuple):
+    """How an episode buffer draws start rows and keeps priorities: `uniform_sampler` or
+    `prioritized_sampler`, chosen once when the buffer is built. C = capacity, E =
+    num_envs, B = batch_size, W = `words_per_sample`.
+
+    empty_trees() -> (priority_sums, priority_mins) of an empty `ReplayState`.
+    add_priorities(state, rows [E] int32, not_a_start [E] bool) -> state with the
+        priorities of the rows `add` just wrote.
+    words_per_sample: uint32 words `draw_starts` takes per sample.
+    draw_words(key, shape) -> uint32 words of `shape` (`jax.random.bits`'s words).
+    draw_starts(state, words [B, W] uint32, key, can_sample [] bool) -> (start rows [B]
+        int32, importance weights [B] float32); `key` seeds any further draws.
+    update_priorities(state, indices [B] int32, td_error [B] float32) -> state.
+    """
+
+    empty_trees: Callable[[], tuple[tuple[jax.Array, ...], tuple[jax.Array, ...]]]
+    add_priorities: Callable[[ReplayState, jax.Array, jax.Array], ReplayState]
+    words_per_sample: int
+    draw_words: Callable[[jax.Array, tuple[int, ...]], jax.Array]
+    draw_starts: Callable[[ReplayState, jax.Array, jax.Array, jax.Array],
+                          tuple[jax.Array, jax.Array]]
+    update_priorities: Callable[[ReplayState, jax.Array, jax.Array], ReplayState]
 
 
 def end_episodes(state: ReplayState, num_envs: int) -> ReplayState:
