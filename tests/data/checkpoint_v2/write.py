@@ -1,6 +1,7 @@
 """Writes tests/data/checkpoint_v2 (run with the code of commit 04fcb1e, format 2):
 
-    cd <checkout of 04fcb1e> && python <this file> <repo>/tests/data/checkpoint_v2
+    cd <checkout of 04fcb1e> && PYTHONPATH=. python <this file> /tmp/checkpoint_v2
+    cp -r /tmp/checkpoint_v2/400 /tmp/checkpoint_v2/digests.json tests/data/checkpoint_v2/
 
 A tiny Pendulum-v1 run of 400 env steps checkpointed at 400 (directory `400/`), and
 digests.json: per TrainState leaf, the SHA-256 of its bytes (typed keys by their key
