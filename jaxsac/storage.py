@@ -13,11 +13,12 @@ checksums per array (`checksums`), the implementation of every typed PRNG key
     arrays = read_arrays(manager, directory, step, raw_meta, targets)
     tree = unflatten(treedef, order, arrays, key_impls)
 
-Leaves of an extended dtype (typed PRNG keys, `key<fry>`, `key<rbg>`, ...) anywhere in
-the tree are stored as their key data (`jax.random.key_data`, uint32) and come back as
-keys of the recorded implementation. Orbax writes each step into a temporary folder and
-renames it when complete, so a killed save leaves earlier steps intact; `complete_steps`
-lists only finalized steps. Any failure to read a step back as it was written is a
+Zero-size arrays (a MuJoCo state with no contacts) are recorded in `arrays` only and
+made again when read. Leaves of an extended dtype (typed PRNG keys, `key<fry>`,
+`key<rbg>`, ...) anywhere in the tree are stored as their key data
+(`jax.random.key_data`, uint32) and come back as keys of the recorded implementation.
+Orbax writes each step into a temporary folder and renames it when complete, so a
+killed save leaves earlier steps intact; `complete_steps` lists only finalized steps. Any failure to read a step back as it was written is a
 `CorruptCheckpointError` naming the directory, the step and the steps to fall back to.
 Nothing here knows what the arrays mean.
 """
@@ -281,10 +282,11 @@ def write_step(directory: str, step: int, items: dict[str, dict[str, Any]],
     Keeps the newest `max_to_keep` steps and removes unfinished ones. A step that
     exists is replaced, unless its arrays are the same bits (then nothing is written).
     """
+    nonempty = _nonempty(items)
     meta = {**meta,
             "arrays": {item: {name: describe(x) for name, x in arrays.items()}
                        for item, arrays in items.items()},
-            "checksums": {item: checksums(arrays) for item, arrays in items.items()},
+            "checksums": {item: checksums(arrays) for item, arrays in nonempty.items()},
             "key_impls": key_impls}
     meta["json_sha256"] = json_sha256({**json_items, "meta": meta})
     ocp = orbax()
@@ -296,13 +298,21 @@ def write_step(directory: str, step: int, items: dict[str, dict[str, Any]],
             if _stored_bits(manager, directory, step) == (meta["checksums"], key_impls):
                 return
             manager.delete(step)
-        args = {item: ocp.args.StandardSave(arrays) for item, arrays in items.items()}
+        args = {item: ocp.args.StandardSave(arrays) for item, arrays in nonempty.items()}
         args.update({name: ocp.args.JsonSave(value)
                      for name, value in {**json_items, "meta": meta}.items()})
         manager.save(step, args=ocp.args.Composite(**args), force=True)
         manager.wait_until_finished()
     finally:
         manager.close()
+
+
+def _nonempty(items: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The items without their zero-size arrays (Orbax stores none; meta["arrays"]
+    records their shapes and `read_arrays` makes them), and without items left empty."""
+    out = {item: {name: x for name, x in arrays.items() if np.size(x)}
+           for item, arrays in items.items()}
+    return {item: arrays for item, arrays in out.items() if arrays}
 
 
 def _stored_bits(manager: ocp.CheckpointManager, directory: str, step: int) -> Any:
@@ -357,9 +367,13 @@ def read_arrays(manager: ocp.CheckpointManager, directory: str, step: int,
                 partial: bool = False) -> dict[str, dict[str, Any]]:
     """Read the array items `targets` ({item: {name: stored leaf, concrete or abstract;
     its sharding is kept}}, only some of each item's arrays when `partial`) of step
-    `step` and check them against `meta["checksums"]`."""
+    `step` and check them against `meta["checksums"]`. Zero-size arrays are made, not
+    read."""
+    empty = {item: {n: jnp.zeros(np.shape(x), x.dtype, device=_abstract(x).sharding)
+                    for n, x in arrays.items() if not np.size(x)}
+             for item, arrays in targets.items()}
     targets = {item: {n: _abstract(x) for n, x in arrays.items()}
-               for item, arrays in targets.items() if arrays}
+               for item, arrays in _nonempty(targets).items()}
     _check_no_empty_files(manager, directory, step, sorted(targets))
     ocp = orbax()
     args = {item: ocp.args.PyTreeRestore(
@@ -379,4 +393,5 @@ def read_arrays(manager: ocp.CheckpointManager, directory: str, step: int,
             raise corrupt(directory, step, f"checksum mismatch in {item}: {bad[:5]}"
                           + (f" and {len(bad) - 5} more" if len(bad) > 5 else ""), None,
                           manager.all_steps())
-    return restored
+    return {item: {**restored.get(item, {}), **arrays} for item, arrays in empty.items()
+            if arrays or item in restored}
