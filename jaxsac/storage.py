@@ -18,9 +18,10 @@ made again when read. Leaves of an extended dtype (typed PRNG keys, `key<fry>`,
 `key<rbg>`, ...) anywhere in the tree are stored as their key data
 (`jax.random.key_data`, uint32) and come back as keys of the recorded implementation.
 Orbax writes each step into a temporary folder and renames it when complete, so a
-killed save leaves earlier steps intact; `complete_steps` lists only finalized steps. Any failure to read a step back as it was written is a
-`CorruptCheckpointError` naming the directory, the step and the steps to fall back to.
-Nothing here knows what the arrays mean.
+killed save leaves earlier steps intact; `complete_steps` lists only finalized steps.
+Any failure to read a step back as it was written is a `CorruptCheckpointError` naming
+the directory, the step and the steps to fall back to. Nothing here knows what the
+arrays mean.
 """
 
 from __future__ import annotations
