@@ -1,10 +1,11 @@
-"""Checkpoints of a run with Orbax: `save`, `restore`, `latest_step`, and the actor
-alone for `jaxsac.load_policy` (`restore_actor`).
+"""Checkpoints of a SAC run: `save`, `restore`, `latest_step`, and `open_step`, the one
+path that opens a step for reading (`restore` here, `jaxsac.load_policy`).
 
     checkpoint.save("runs/x/checkpoints", train_state, config, step=env_steps)
     state, config = checkpoint.restore("runs/x/checkpoints")              # newest step
 
-A checkpoint is one Orbax step folder `<directory>/<env steps>/` with these items:
+A checkpoint is one step folder `<directory>/<env steps>/` (jaxsac.storage: atomic,
+checksummed) with these items:
 
     learner   LearnerState leaves: params, target critics, optimizer states, log α, ...
     runner    TrainState.runner: JAX env states, running episode sums, observation
@@ -12,54 +13,47 @@ A checkpoint is one Orbax step folder `<directory>/<env steps>/` with these item
     progress  the run's key (as key data), iteration counter, completed-episode stats
     buffer    ReplayState leaves (only when `config.checkpoint_buffer`)
     config    the SACConfig as JSON
-    meta      JSON: format version, seed axis, env spaces, each array's shape, dtype and
-              checksum
+    meta      JSON: format version, seed axis, env spaces, and (jaxsac.storage) each
+              array's shape, dtype and checksum and each typed key's implementation
 
 Array items are flat dicts `{"actor_params.params.MLP_0.Dense_0.kernel": array, ...}`;
 `restore` puts them back into the structure of a template TrainState (given as `like`,
 or built from the stored config with `jax.eval_shape`), so every NamedTuple and empty
 node comes back exactly. Leaves keep a leading seed axis when several seeds were saved.
-
-Orbax writes each step into a temporary folder and renames it when complete, so a
-process killed during a save leaves the previous steps intact and `latest_step` never
-returns a half-written one. `restore` checks every array against the checksum taken at
-save time, so a damaged file is an error naming the directory and step, never silently
-different numbers. Saves are synchronous: `save` returns once the step is on disk.
+Typed PRNG keys anywhere in the state (the run's key, keys inside env states) come back
+as keys of the implementation they were saved with.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
-import hashlib
-import json
 import os
 import warnings
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsac import checks, connectors, envs
+from jaxsac import connectors, envs, storage
 from jaxsac.assembly import assemble, example_step, host_assembly, init_state, make_buffer
 from jaxsac.config import SACConfig
+from jaxsac.storage import CorruptCheckpointError
 
-if TYPE_CHECKING:
-    import orbax.checkpoint as ocp
-
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 """Version 2 adds `json_sha256` to meta: a SHA-256 of the config and meta items (without
-that field), so an edited config or env metadata (action bounds) is an error. Version 1
-checkpoints are read as they are."""
+that field), so an edited config or env metadata (action bounds) is an error. Version 3
+replaces `key_impl` (the run key's PRNG implementation) with `key_impls`, the
+implementation of every typed key in the state, {item: {name: impl}}, so env states
+holding typed keys can be saved. Versions 1 and 2 are read as they are."""
 ARRAY_ITEMS = ("learner", "runner", "progress", "buffer")
 """Orbax items holding arrays. The TrainState fields learner, runner and buffer each have
 an item of their own; every other field (key, iteration, episodes) goes to progress."""
-
-FINALIZED_MARKER = "_CHECKPOINT_METADATA"
-"""The file Orbax writes into a step folder when the step is complete."""
 
 STRUCTURAL_FIELDS = ("env_id", "num_envs", "hidden_sizes", "num_q", "activation",
                      "normalize_obs", "prng_impl", "buffer_capacity", "prioritized",
@@ -69,60 +63,22 @@ arrays' shapes, or what the arrays mean (`activation`, `normalize_obs`: the para
 were trained on normalized observations or not; `prng_impl`: the generator the key is
 for)."""
 
-__all__ = ["CorruptCheckpointError", "config_differences", "latest_step", "restore",
-           "restore_actor", "save", "StoredActor"]
+__all__ = ["CorruptCheckpointError", "OpenStep", "config_differences", "latest_step",
+           "open_step", "restore", "save", "state_items", "template"]
 
 
-class CorruptCheckpointError(RuntimeError):
-    """A checkpoint step that exists but cannot be read back as it was written."""
-
-
-# --- names, items and checksums ------------------------------------------------------
-
-
-def _key_name(entry: Any) -> str:
-    for attr in ("key", "name", "idx"):
-        if hasattr(entry, attr):
-            return str(getattr(entry, attr))
-    return str(entry)
-
-
-def _item_of(path: tuple) -> tuple[str, str]:
+def _item_of(names: list[str]) -> tuple[str, str]:
     """(item, leaf name within the item) of a TrainState leaf path."""
-    names = [_key_name(entry) for entry in path]
     if names[0] in ("learner", "runner", "buffer"):
         return names[0], ".".join(names[1:]) or "value"
     return "progress", ".".join(names)
 
 
-def _named_leaves(tree: Any) -> tuple[dict[str, dict[str, Any]], list[tuple[str, str]], Any]:
-    """Split a storable TrainState into {item: {name: leaf}}.
-
-    Returns (items, the (item, name) of each leaf in flattening order, treedef).
-    """
-    leaves_with_paths, treedef = jax.tree_util.tree_flatten_with_path(tree)
-    items: dict[str, dict[str, Any]] = {}
-    order = []
-    for path, leaf in leaves_with_paths:
-        item, name = _item_of(path)
-        if name in items.setdefault(item, {}):
-            raise ValueError(f"checkpoint: two TrainState leaves are both named {item}/{name}")
-        items[item][name] = leaf
-        order.append((item, name))
-    return items, order, treedef
-
-
-def _is_typed_key(x: Any) -> bool:
-    return jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key)
-
-
-def _storable(state: Any) -> Any:
-    """The TrainState with its typed key replaced by the key's raw data (uint32)."""
-    if not _is_typed_key(state.key):
-        return state
-    if isinstance(state.key, jax.ShapeDtypeStruct):  # an abstract template
-        return state.replace(key=jax.eval_shape(jax.random.key_data, state.key))
-    return state.replace(key=jax.random.key_data(state.key))
+def state_items(state: Any) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, str]],
+                                     list[tuple[str, str]], Any]:
+    """A TrainState (concrete or abstract) as storage items: `storage.flatten` with the
+    items of ARRAY_ITEMS."""
+    return storage.flatten(state, _item_of)
 
 
 def _seed_axis(state: Any) -> tuple[bool, int]:
@@ -133,36 +89,7 @@ def _seed_axis(state: Any) -> tuple[bool, int]:
     return True, int(shape[0])
 
 
-def _words(x: jax.Array) -> jax.Array:
-    """The array's bits as a flat uint32 vector."""
-    if x.dtype == jnp.bool_ or x.dtype.itemsize < 4:
-        return x.astype(jnp.uint32).ravel()
-    return jax.lax.bitcast_convert_type(x, jnp.uint32).ravel()  # 8-byte types: 2 words
-
-
-@jax.jit
-def _checksums_device(arrays: dict[str, jax.Array]) -> dict[str, jax.Array]:
-    def one(x):
-        w = _words(x)
-        position = jnp.arange(w.shape[0], dtype=jnp.uint32) * jnp.uint32(2) + jnp.uint32(1)
-        return jnp.stack([jnp.sum(w, dtype=jnp.uint32), jnp.sum(w * position, dtype=jnp.uint32)])
-    return {name: one(x) for name, x in arrays.items()}
-
-
-def _checksums(arrays: dict[str, Any]) -> dict[str, list[int]]:
-    """{name: [sum of words, position-weighted sum of words]} mod 2**32, computed on the
-    arrays' device (integer sums: the same bits give the same value on any backend)."""
-    if not arrays:
-        return {}
-    sums = jax.device_get(_checksums_device(arrays))
-    return {name: [int(v) for v in np.asarray(s)] for name, s in sums.items()}
-
-
-def _describe(x: Any) -> list[Any]:
-    return [list(np.shape(x)), np.dtype(x.dtype).name]
-
-
-# --- env spaces ----------------------------------------------------------------------
+# --- env spaces and configs ----------------------------------------------------------
 
 
 @functools.lru_cache(maxsize=32)
@@ -178,185 +105,6 @@ def _env_meta(config: SACConfig) -> dict[str, Any]:
     return {"backend": backend, "obs_shape": list(obs_space.shape),
             "obs_dim": connectors.flat_obs_dim(obs_space),
             **connectors.module_actions(act_space, f"env {config.env_id!r}").metadata()}
-
-
-# --- the Orbax manager ---------------------------------------------------------------
-
-
-def _check_directory(directory: Any, caller: str) -> str:
-    if not isinstance(directory, (str, os.PathLike)) or not os.fspath(directory):
-        checks.fail(f"checkpoint.{caller}", "directory", directory, "a non-empty path")
-    return os.path.abspath(os.fspath(directory))
-
-
-def _check_step(step: Any, caller: str) -> int:
-    if not checks.is_int(step) or step < 0:
-        checks.fail(f"checkpoint.{caller}", "step", step, "an integer >= 0 (env steps)")
-    return int(step)
-
-
-def _orbax():
-    """orbax.checkpoint, imported on first use: `import jaxsac` and runs that never save
-    or restore do not pay for its import (about 0.2 s)."""
-    import orbax.checkpoint
-
-    return orbax.checkpoint
-
-
-def _manager(directory: str, max_to_keep: int | None = None) -> ocp.CheckpointManager:
-    ocp = _orbax()
-    if max_to_keep is None:  # reading: creates, deletes and cleans up nothing
-        options = ocp.CheckpointManagerOptions(create=False, enable_async_checkpointing=False)
-    else:
-        options = ocp.CheckpointManagerOptions(
-            max_to_keep=max_to_keep, create=True, enable_async_checkpointing=False,
-            cleanup_tmp_directories=True)
-    return ocp.CheckpointManager(directory, options=options)
-
-
-def _steps(directory: str) -> list[int]:
-    """Complete steps in `directory`, oldest first ([] when it does not exist): step
-    folders Orbax finalized, which it marks with a metadata file (a folder merely named
-    like a step is not a checkpoint; a finalized step that was damaged later is listed,
-    and reading it is an error)."""
-    if not os.path.isdir(directory):
-        return []
-    manager = _manager(directory)
-    try:
-        steps = manager.all_steps()
-    finally:
-        manager.close()
-    return sorted(s for s in steps
-                  if os.path.isfile(os.path.join(directory, str(s), FINALIZED_MARKER)))
-
-
-def latest_step(directory: str | os.PathLike) -> int | None:
-    """Env steps of the newest complete checkpoint in `directory`; None when it has none.
-
-    Steps whose save did not finish (a killed process) are never complete.
-    """
-    steps = _steps(_check_directory(directory, "latest_step"))
-    return steps[-1] if steps else None
-
-
-# --- save ----------------------------------------------------------------------------
-
-
-def save(directory: str | os.PathLike, train_state: Any, config: SACConfig, step: int) -> None:
-    """Write `train_state` (a TrainState, optionally with a leading seed axis) and
-    `config` as checkpoint `step` (env steps) of `directory`, atomically.
-
-    Keeps the newest `config.max_to_keep` steps; leaves the replay buffer out when
-    `config.checkpoint_buffer` is False. Saving a step that already exists replaces it
-    (and does nothing when the stored arrays are the same bits).
-    """
-    directory = _check_directory(directory, "save")
-    step = _check_step(step, "save")
-    if not isinstance(config, SACConfig):
-        raise ValueError(f"checkpoint.save: config={type(config).__name__} is invalid: must "
-                         "be a SACConfig")
-    for field in ("learner", "buffer", "runner", "key", "iteration"):
-        if not hasattr(train_state, field):
-            raise ValueError(f"checkpoint.save: train_state={type(train_state).__name__} has "
-                             f"no field {field!r}: must be a jaxsac TrainState")
-    items, _, _ = _named_leaves(_storable(train_state))
-    if not config.checkpoint_buffer:
-        items.pop("buffer", None)
-    seed_axis, num_seeds = _seed_axis(train_state)
-    checksums = {item: _checksums(arrays) for item, arrays in items.items()}
-    meta = {
-        "format_version": FORMAT_VERSION,
-        "env_steps": step,
-        "seed_axis": seed_axis,
-        "num_seeds": num_seeds,
-        "key_impl": (str(jax.random.key_impl(train_state.key))
-                     if _is_typed_key(train_state.key) else None),
-        "buffer_saved": "buffer" in items,
-        **_env_meta(config),
-        "arrays": {item: {name: _describe(x) for name, x in arrays.items()}
-                   for item, arrays in items.items()},
-        "checksums": checksums,
-    }
-    meta["json_sha256"] = _json_sha256(config.to_dict(), meta)
-    manager = _manager(directory, config.max_to_keep)
-    try:
-        if step in manager.all_steps():
-            if _stored_checksums(manager, directory, step) == checksums:
-                return
-            manager.delete(step)
-        ocp = _orbax()
-        args = {item: ocp.args.StandardSave(arrays) for item, arrays in items.items()}
-        manager.save(step, args=ocp.args.Composite(
-            **args, config=ocp.args.JsonSave(config.to_dict()), meta=ocp.args.JsonSave(meta)),
-            force=True)
-        manager.wait_until_finished()
-    finally:
-        manager.close()
-
-
-def _stored_checksums(manager: ocp.CheckpointManager, directory: str, step: int) -> Any:
-    try:
-        return _read_json(manager, directory, step)[1]["checksums"]
-    except (CorruptCheckpointError, KeyError):
-        return None
-
-
-def _json_sha256(config: dict[str, Any], meta: dict[str, Any]) -> str:
-    """SHA-256 of the config and meta items as canonical JSON (meta without this hash)."""
-    body = {"config": config, "meta": {k: v for k, v in meta.items() if k != "json_sha256"}}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-# --- restore -------------------------------------------------------------------------
-
-
-def _corrupt(directory: str, step: int, what: str, error: BaseException | None,
-             others: Sequence[int]) -> CorruptCheckpointError:
-    older = [s for s in others if s != step]
-    hint = (f"; other steps there: {older} (restore one with step=..., or delete "
-            f"{os.path.join(directory, str(step))} to resume from the newest of them)"
-            if older else "; there is no other step to fall back to")
-    lines = str(error).strip().splitlines() or [""]
-    message = lines[0][:300] + (" ..." if len(lines) > 1 or len(lines[0]) > 300 else "")
-    cause = f": {type(error).__name__}: {message}" if error is not None else ""
-    return CorruptCheckpointError(
-        f"checkpoint step {step} in {directory} is corrupt or incomplete ({what}){cause}{hint}")
-
-
-def _resolve_step(directory: str, step: int | None, caller: str) -> tuple[int, list[int]]:
-    steps = _steps(directory)
-    if step is None:
-        if not steps:
-            raise FileNotFoundError(f"checkpoint.{caller}: no checkpoint in {directory} "
-                                    f"({'empty' if os.path.isdir(directory) else 'no such'} "
-                                    "directory)")
-        return steps[-1], steps
-    step = _check_step(step, caller)
-    if step not in steps:
-        raise FileNotFoundError(f"checkpoint.{caller}: no checkpoint step {step} in "
-                                f"{directory}; steps there: {steps}")
-    return step, steps
-
-
-def _read_json(manager: ocp.CheckpointManager, directory: str,
-               step: int) -> tuple[SACConfig, dict[str, Any]]:
-    ocp = _orbax()
-    try:
-        stored = manager.restore(step, args=ocp.args.Composite(
-            config=ocp.args.JsonRestore(), meta=ocp.args.JsonRestore()))
-        config, meta = stored["config"], stored["meta"]
-        version = meta.get("format_version") if isinstance(meta, dict) else None
-        if version not in READABLE_VERSIONS:
-            raise ValueError(f"format_version {version!r}; this jaxsac reads "
-                             f"{list(READABLE_VERSIONS)}")
-        if version >= 2 and meta.get("json_sha256") != _json_sha256(config, meta):
-            raise ValueError("the config or meta item was changed after the save (their "
-                             "SHA-256 differs from the one taken at save time)")
-        return SACConfig.from_dict(config), meta
-    except Exception as e:  # noqa: BLE001 - any failure to read is reported as corruption
-        raise _corrupt(directory, step, "config or meta item unreadable", e,
-                       manager.all_steps()) from e
 
 
 def config_differences(stored: SACConfig, requested: SACConfig,
@@ -391,6 +139,122 @@ def config_differences(stored: SACConfig, requested: SACConfig,
     return out
 
 
+# --- save and latest_step ------------------------------------------------------------
+
+
+def latest_step(directory: str | os.PathLike) -> int | None:
+    """Env steps of the newest complete checkpoint in `directory`; None when it has none.
+
+    Steps whose save did not finish (a killed process) are never complete.
+    """
+    steps = storage.complete_steps(storage.check_directory(directory, "checkpoint.latest_step"))
+    return steps[-1] if steps else None
+
+
+def save(directory: str | os.PathLike, train_state: Any, config: SACConfig, step: int) -> None:
+    """Write `train_state` (a TrainState, optionally with a leading seed axis) and
+    `config` as checkpoint `step` (env steps) of `directory`, atomically.
+
+    Keeps the newest `config.max_to_keep` steps; leaves the replay buffer out when
+    `config.checkpoint_buffer` is False. Saving a step that already exists replaces it
+    (and does nothing when the stored arrays are the same bits).
+    """
+    directory = storage.check_directory(directory, "checkpoint.save")
+    step = storage.check_step(step, "checkpoint.save")
+    if not isinstance(config, SACConfig):
+        raise ValueError(f"checkpoint.save: config={type(config).__name__} is invalid: must "
+                         "be a SACConfig")
+    for field in ("learner", "buffer", "runner", "key", "iteration"):
+        if not hasattr(train_state, field):
+            raise ValueError(f"checkpoint.save: train_state={type(train_state).__name__} has "
+                             f"no field {field!r}: must be a jaxsac TrainState")
+    items, key_impls, _, _ = state_items(train_state)
+    if not config.checkpoint_buffer:
+        items.pop("buffer", None)
+        key_impls.pop("buffer", None)
+    seed_axis, num_seeds = _seed_axis(train_state)
+    meta = {"format_version": FORMAT_VERSION, "env_steps": step, "seed_axis": seed_axis,
+            "num_seeds": num_seeds, "buffer_saved": "buffer" in items, **_env_meta(config)}
+    storage.write_step(directory, step, items, key_impls, meta,
+                       {"config": config.to_dict()}, config.max_to_keep)
+
+
+# --- opening a step ------------------------------------------------------------------
+
+
+def _parse(stored: dict[str, Any]) -> tuple[SACConfig, dict[str, Any]]:
+    """(config, meta) of the stored config and meta items, checked: a readable format
+    version, and (version 2 on) the SHA-256 taken at save time. The meta of versions 1
+    and 2 gains `key_impls` from their `key_impl`."""
+    config, meta = stored["config"], stored["meta"]
+    version = meta.get("format_version") if isinstance(meta, dict) else None
+    if version not in READABLE_VERSIONS:
+        raise ValueError(f"format_version {version!r}; this jaxsac reads "
+                         f"{list(READABLE_VERSIONS)}")
+    if version >= 2 and meta.get("json_sha256") != storage.json_sha256(stored):
+        raise ValueError("the config or meta item was changed after the save (their "
+                         "SHA-256 differs from the one taken at save time)")
+    if version < 3:
+        meta = {**meta, "key_impls": ({"progress": {"key": meta["key_impl"]}}
+                                      if meta["key_impl"] is not None else {})}
+    return SACConfig.from_dict(config), meta
+
+
+@dataclasses.dataclass(frozen=True)
+class OpenStep:
+    """One checkpoint step open for reading (see `open_step`).
+
+    step: its env steps. config: the stored SACConfig. meta: the stored metadata (env
+    spaces: obs_shape, obs_dim, backend, and act_dim, act_shape, act_low, act_high for
+    a Box or act_kind, act_dim, act_start for a Discrete space; seed_axis, num_seeds;
+    arrays, checksums, key_impls).
+    """
+
+    directory: str
+    step: int
+    config: SACConfig
+    meta: dict[str, Any]
+    manager: Any
+
+    @property
+    def where(self) -> str:
+        return f"checkpoint step {self.step} in {self.directory}"
+
+    def read(self, targets: dict[str, dict[str, Any]], partial: bool = False
+             ) -> dict[str, dict[str, Any]]:
+        """The arrays `targets` ({item: {name: stored leaf or abstract one}}, only some
+        of each item's when `partial`), checked against their checksums."""
+        return storage.read_arrays(self.manager, self.directory, self.step, self.meta,
+                                   targets, partial)
+
+    def check_shapes(self, items: dict[str, dict[str, Any]], wanted: list[str],
+                     subset: bool, what: str) -> None:
+        """ValueError listing each array of `items` whose presence, shape or dtype
+        differs from the stored one (only the arrays of `items` when `subset`)."""
+        differences = storage.shape_differences(items, self.meta["arrays"], wanted, subset)
+        if differences:
+            raise ValueError(f"{self.where} {what} (name: shape, dtype):\n  "
+                             + "\n  ".join(differences))
+
+
+@contextlib.contextmanager
+def open_step(directory: str | os.PathLike, step: int | None, owner: str
+              ) -> Iterator[OpenStep]:
+    """Open checkpoint `step` (the newest when None) of `directory` for reading: the step
+    resolved, its config and meta read and checked (errors name `owner`)."""
+    directory = storage.check_directory(directory, owner)
+    step = storage.resolve_step(directory, step, owner)
+    manager = storage.reader(directory)
+    try:
+        config, meta = storage.read_json(manager, directory, step, ("config", "meta"), _parse)
+        yield OpenStep(directory, step, config, meta, manager)
+    finally:
+        manager.close()
+
+
+# --- templates -----------------------------------------------------------------------
+
+
 def _init_fn(config: SACConfig, meta: dict[str, Any]) -> Callable[[jax.Array], Any]:
     """key -> a fresh TrainState shaped like the stored one (one seed)."""
     if meta["backend"] == "jax":
@@ -406,17 +270,13 @@ def _init_fn(config: SACConfig, meta: dict[str, Any]) -> Callable[[jax.Array], A
     return init
 
 
-def _template_keys(meta: dict[str, Any]) -> jax.Array:
-    key = jax.random.key(0)
-    return jax.random.split(key, meta["num_seeds"]) if meta["seed_axis"] else key
-
-
-def _init_template(config: SACConfig, meta: dict[str, Any]) -> Any:
-    """An abstract TrainState like the stored one (eval_shape; key as key data)."""
+def template(config: SACConfig, meta: dict[str, Any]) -> Any:
+    """An abstract TrainState (`jax.eval_shape`) like the stored one, seed axis included."""
     init = _init_fn(config, meta)
+    key = jax.random.key(0)
     if meta["seed_axis"]:
-        init = jax.vmap(init)
-    return jax.eval_shape(lambda keys: _storable(init(keys)), _template_keys(meta))
+        init, key = jax.vmap(init), jax.random.split(key, meta["num_seeds"])
+    return jax.eval_shape(init, key)
 
 
 def _empty_buffer(config: SACConfig, meta: dict[str, Any]) -> Any:
@@ -430,73 +290,7 @@ def _empty_buffer(config: SACConfig, meta: dict[str, Any]) -> Any:
     return empty
 
 
-def _abstract(x: Any) -> jax.ShapeDtypeStruct:
-    sharding = getattr(x, "sharding", None)
-    if not isinstance(sharding, jax.sharding.Sharding):
-        sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-    return jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=sharding)
-
-
-def _shape_differences(items: dict[str, dict[str, Any]], meta: dict[str, Any],
-                       wanted: Sequence[str], subset: bool = False) -> list[str]:
-    """Lines naming each array whose presence, shape or dtype differs between the
-    template `items` and the checkpoint (only the template's arrays when `subset`)."""
-    out = []
-    for item in wanted:
-        template = {name: _describe(x) for name, x in items.get(item, {}).items()}
-        stored = meta["arrays"].get(item, {})
-        names = set(template) if subset else set(template) | set(stored)
-        for name in sorted(names):
-            if name not in stored:
-                out.append(f"{item}/{name}: not in the checkpoint, requested {template[name]}")
-            elif name not in template:
-                out.append(f"{item}/{name}: stored {stored[name]}, not in the requested state")
-            elif template[name] != stored[name]:
-                out.append(f"{item}/{name}: stored {stored[name]}, requested {template[name]}")
-    return out
-
-
-def _check_no_empty_files(manager: ocp.CheckpointManager, directory: str, step: int,
-                          items: Sequence[str]) -> None:
-    """A clear error for an item with an empty file (a truncated manifest or data file),
-    before Orbax reads it: its readers fail in background tasks that print tracebacks
-    long after the error has been raised."""
-    for item in items:
-        for root, _, files in os.walk(os.path.join(directory, str(step), item)):
-            empty = [name for name in files if os.path.getsize(os.path.join(root, name)) == 0]
-            if empty:
-                path = os.path.relpath(os.path.join(root, empty[0]), directory)
-                raise _corrupt(directory, step, f"empty file {path}", None,
-                               manager.all_steps())
-
-
-def _restore_items(manager: ocp.CheckpointManager, directory: str, step: int,
-                   meta: dict[str, Any], targets: dict[str, dict[str, Any]],
-                   partial: bool = False) -> dict[str, Any]:
-    """Read the array items `targets` ({item: {name: array or abstract array}}, only
-    some of each item's arrays when `partial`) and check their checksums."""
-    targets = {item: {n: _abstract(x) for n, x in arrays.items()}
-               for item, arrays in targets.items() if arrays}
-    _check_no_empty_files(manager, directory, step, sorted(targets))
-    ocp = _orbax()
-    args = {item: ocp.args.PyTreeRestore(
-        arrays, restore_args=ocp.checkpoint_utils.construct_restore_args(arrays),
-        partial_restore=partial) for item, arrays in targets.items()}
-    try:
-        restored = manager.restore(step, args=ocp.args.Composite(**args)) if args else {}
-        restored = {item: dict(restored[item]) for item in targets}
-    except Exception as e:  # noqa: BLE001 - any failure to read is reported as corruption
-        raise _corrupt(directory, step, f"cannot read {sorted(targets)}", e,
-                       manager.all_steps()) from e
-    for item, arrays in restored.items():
-        expected = {name: meta["checksums"][item][name] for name in arrays}
-        found = _checksums(arrays)
-        bad = sorted(name for name in arrays if found[name] != expected[name])
-        if bad:
-            raise _corrupt(directory, step, f"checksum mismatch in {item}: {bad[:5]}"
-                           + (f" and {len(bad) - 5} more" if len(bad) > 5 else ""), None,
-                           manager.all_steps())
-    return restored
+# --- restore -------------------------------------------------------------------------
 
 
 def restore(directory: str | os.PathLike, step: int | None = None, *,
@@ -515,129 +309,34 @@ def restore(directory: str | os.PathLike, step: int | None = None, *,
     FileNotFoundError when the step does not exist, CorruptCheckpointError when it
     cannot be read back bit for bit, ValueError when it does not fit `config`/`like`.
     """
-    directory = _check_directory(directory, "restore")
-    step, _ = _resolve_step(directory, step, "restore")
-    manager = _manager(directory)
-    try:
-        stored_config, meta = _read_json(manager, directory, step)
-        where = f"checkpoint step {step} in {directory}"
+    with open_step(directory, step, "checkpoint.restore") as opened:
+        stored_config, meta = opened.config, opened.meta
         if config is not None:
             differences = config_differences(stored_config, config, meta)
             if differences:
-                raise ValueError(f"{where} does not match the requested config:\n  "
+                raise ValueError(f"{opened.where} does not match the requested config:\n  "
                                  + "\n  ".join(differences))
-        if like is None:
-            template = _init_template(stored_config, meta)
-        else:
+        if like is not None:
             seed_axis, num_seeds = _seed_axis(like)
             if (seed_axis, num_seeds) != (meta["seed_axis"], meta["num_seeds"]):
                 raise ValueError(
-                    f"{where} does not match the requested state: num_seeds: stored "
+                    f"{opened.where} does not match the requested state: num_seeds: stored "
                     f"{meta['num_seeds'] if meta['seed_axis'] else 'no seed axis'}, requested "
                     f"{num_seeds if seed_axis else 'no seed axis'}")
-            template = _storable(like)
-        items, order, treedef = _named_leaves(template)
+        state_template = template(stored_config, meta) if like is None else like
+        items, template_impls, order, treedef = state_items(state_template)
         wanted = [item for item in ARRAY_ITEMS if item != "buffer" or meta["buffer_saved"]]
-        differences = _shape_differences(items, meta, wanted)
-        if differences:
-            raise ValueError(f"{where} does not match the requested state (name: shape, "
-                             "dtype):\n  " + "\n  ".join(differences))
-        restored = _restore_items(manager, directory, step, meta,
-                                  {item: items.get(item, {}) for item in wanted})
-    finally:
-        manager.close()
+        opened.check_shapes(items, wanted, False, "does not match the requested state")
+        restored = opened.read({item: items.get(item, {}) for item in wanted})
     if not meta["buffer_saved"] and items.get("buffer"):
-        warnings.warn(f"{where} was saved without its replay buffer "
+        warnings.warn(f"{opened.where} was saved without its replay buffer "
                       "(checkpoint_buffer=False): the restored state has an empty buffer",
                       stacklevel=2)
         concrete = like is not None and all(
             isinstance(x, jax.Array) for x in jax.tree.leaves(like.buffer))
         buffer = like.buffer if concrete else _empty_buffer(stored_config, meta)
-        restored["buffer"] = _named_leaves(_storable(
-            template.replace(buffer=buffer)))[0]["buffer"]
-    state = jax.tree_util.tree_unflatten(treedef, [restored[item][name] for item, name in order])
-    if meta["key_impl"] is not None:
-        state = state.replace(key=jax.random.wrap_key_data(state.key, impl=meta["key_impl"]))
-    return state, stored_config
-
-
-# --- the actor alone (load_policy) -------------------------------------------------
-
-
-class StoredActor(NamedTuple):
-    """What acting needs from one checkpoint step (see `restore_actor`).
-
-    config: the stored SACConfig. step: its env steps. actor_params: one module's actor
-    parameters (no seed or module axis). obs_stats: its observation statistics.
-    meta: the stored env metadata (obs_shape, obs_dim, backend, and the action space:
-    act_dim, act_shape, act_low, act_high for a Box; act_kind, act_dim, act_start for
-    a Discrete space).
-    """
-
-    config: SACConfig
-    step: int
-    actor_params: Any
-    obs_stats: Any
-    meta: dict[str, Any]
-
-
-def restore_actor(directory: str | os.PathLike, step: int | None = None, *,
-                  seed_index: int = 0, module_id: int = 0) -> StoredActor:
-    """One module's actor parameters and observation statistics from checkpoint `step`
-    (the newest when None), with the stored config and env metadata.
-
-    Reads only the actor's parameters and the statistics (never the replay buffer). For
-    a checkpoint of several seeds, `seed_index` picks one; for a multi-agent run with
-    independent modules, `module_id` picks one module (agent `module_id`'s; the only
-    module, 0, otherwise).
-    """
-    directory = _check_directory(directory, "load_policy")
-    step, _ = _resolve_step(directory, step, "load_policy")
-    manager = _manager(directory)
-    try:
-        config, meta = _read_json(manager, directory, step)
-        seeds = meta["num_seeds"] if meta["seed_axis"] else 1
-        where = f"checkpoint step {step} in {directory}"
-        if not checks.is_int(seed_index) or not 0 <= seed_index < seeds:
-            checks.fail("load_policy", "seed_index", seed_index,
-                        f"in [0, {seeds}): {where} holds {seeds} seed(s)")
-        if not checks.is_int(module_id) or not 0 <= module_id < config.num_modules:
-            checks.fail("load_policy", "module_id", module_id,
-                        f"in [0, {config.num_modules}): {where} holds "
-                        f"{config.num_modules} module(s)")
-        template = _init_template(config, meta)
-        items, _, _ = _named_leaves(template)
-        wanted = {"learner": {n: x for n, x in items["learner"].items()
-                              if n.startswith("actor_params.")}}
-        stats_prefix = "obs_norm." if meta["backend"] == "jax" else ""
-        wanted["runner"] = {n: x for n, x in items.get("runner", {}).items()
-                            if n.startswith(stats_prefix)}
-        differences = _shape_differences(wanted, meta, list(wanted), subset=True)
-        if differences:
-            raise ValueError(f"checkpoint step {step} in {directory} does not fit its config:"
-                             "\n  " + "\n  ".join(differences))
-        restored = _restore_items(manager, directory, step, meta, wanted, partial=True)
-    finally:
-        manager.close()
-    pick = (lambda x: x[seed_index]) if meta["seed_axis"] else (lambda x: x)
-    pick_module = (lambda x: pick(x)[module_id]) if config.num_modules > 1 else pick
-    actor = _unflatten_subtree(template.learner.actor_params, restored["learner"],
-                               "actor_params.", pick_module)
-    if restored.get("runner"):
-        stats_template = template.runner.obs_norm if stats_prefix else template.runner
-        stats = _unflatten_subtree(stats_template, restored["runner"], stats_prefix, pick)
-    else:
-        if config.normalize_obs:
-            warnings.warn(f"checkpoint step {step} in {directory} has no observation "
-                          "statistics (saved without a runner state) although "
-                          "normalize_obs=True: the policy sees unnormalized observations",
-                          stacklevel=3)
-        stats = connectors.init_obs_norm(meta["obs_dim"])
-    return StoredActor(config, step, actor, stats, meta)
-
-
-def _unflatten_subtree(template: Any, arrays: dict[str, Any], prefix: str,
-                       pick: Callable[[Any], Any]) -> Any:
-    paths, treedef = jax.tree_util.tree_flatten_with_path(template)
-    names = [prefix + ".".join(_key_name(e) for e in path) for path, _ in paths]
-    return jax.tree_util.tree_unflatten(treedef, [pick(arrays[n]) for n in names])
+        restored["buffer"] = state_items(state_template.replace(buffer=buffer))[0]["buffer"]
+    key_impls = {**meta["key_impls"]}
+    if not meta["buffer_saved"] and "buffer" in template_impls:
+        key_impls["buffer"] = template_impls["buffer"]
+    return storage.unflatten(treedef, order, restored, key_impls), stored_config

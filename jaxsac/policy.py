@@ -4,17 +4,22 @@
     action = policy(obs)              # numpy, in the env's action Box
 
 Works in a fresh process: everything it needs (config, observation statistics, env
-action bounds) is in the checkpoint.
+action bounds) is in the checkpoint. It opens the step with `checkpoint.open_step`, as
+`checkpoint.restore` does, and reads only the actor's parameters and the observation
+statistics.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Callable
 from typing import Any
 
+import jax
 import numpy as np
 
-from jaxsac import checkpoint, connectors
+from jaxsac import checkpoint, checks, connectors, storage
 from jaxsac.assembly import deterministic_policy
 from jaxsac.config import SACConfig
 
@@ -61,7 +66,50 @@ def load_policy(directory: str | os.PathLike, step: int | None = None, *,
     multi-agent run with independent modules, `module_id` picks one module (agent
     `module_id`'s policy; the only module, 0, otherwise).
     """
-    stored = checkpoint.restore_actor(directory, step, seed_index=seed_index,
-                                      module_id=module_id)
-    return Policy(stored.config, stored.step, stored.actor_params, stored.obs_stats,
-                  stored.meta)
+    with checkpoint.open_step(directory, step, "checkpoint.load_policy") as opened:
+        config, meta = opened.config, opened.meta
+        _check_choice(opened, seed_index, module_id)
+        template = checkpoint.template(config, meta)
+        items = checkpoint.state_items(template)[0]
+        stats_prefix = "obs_norm." if meta["backend"] == "jax" else ""
+        wanted = {"learner": {n: x for n, x in items["learner"].items()
+                              if n.startswith("actor_params.")},
+                  "runner": {n: x for n, x in items.get("runner", {}).items()
+                             if n.startswith(stats_prefix)}}
+        opened.check_shapes(wanted, list(wanted), True, "does not fit its config")
+        restored = opened.read(wanted, partial=True)
+    pick = (lambda x: x[seed_index]) if meta["seed_axis"] else (lambda x: x)
+    pick_module = (lambda x: pick(x)[module_id]) if config.num_modules > 1 else pick
+    actor = _unflatten_subtree(template.learner.actor_params, restored["learner"],
+                               "actor_params.", pick_module)
+    if restored.get("runner"):
+        stats_template = template.runner.obs_norm if stats_prefix else template.runner
+        stats = _unflatten_subtree(stats_template, restored["runner"], stats_prefix, pick)
+    else:
+        if config.normalize_obs:
+            warnings.warn(f"{opened.where} has no observation statistics (saved without a "
+                          "runner state) although normalize_obs=True: the policy sees "
+                          "unnormalized observations", stacklevel=2)
+        stats = connectors.init_obs_norm(meta["obs_dim"])
+    return Policy(config, opened.step, actor, stats, meta)
+
+
+def _check_choice(opened: checkpoint.OpenStep, seed_index: Any, module_id: Any) -> None:
+    """ValueErrors for a `seed_index` or `module_id` the checkpoint does not hold."""
+    seeds = opened.meta["num_seeds"] if opened.meta["seed_axis"] else 1
+    if not checks.is_int(seed_index) or not 0 <= seed_index < seeds:
+        checks.fail("load_policy", "seed_index", seed_index,
+                    f"in [0, {seeds}): {opened.where} holds {seeds} seed(s)")
+    modules = opened.config.num_modules
+    if not checks.is_int(module_id) or not 0 <= module_id < modules:
+        checks.fail("load_policy", "module_id", module_id,
+                    f"in [0, {modules}): {opened.where} holds {modules} module(s)")
+
+
+def _unflatten_subtree(template: Any, arrays: dict[str, Any], prefix: str,
+                       pick: Callable[[Any], Any]) -> Any:
+    """The subtree `template` from the stored arrays named `prefix` + its leaf names,
+    each through `pick` (one seed's or module's slice)."""
+    paths, treedef = jax.tree_util.tree_flatten_with_path(template)
+    return jax.tree_util.tree_unflatten(
+        treedef, [pick(arrays[prefix + storage.leaf_name(path)]) for path, _ in paths])

@@ -6,6 +6,7 @@ compilation cache, so only the first of them compiles the training programs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -22,7 +23,7 @@ import numpy as np
 import pytest
 
 import jaxsac
-from jaxsac import checkpoint
+from jaxsac import checkpoint, storage
 from jaxsac.assembly import assemble, init_state
 from jaxsac.checkpoint import CorruptCheckpointError
 from jaxsac.learner import Hyperparams
@@ -368,3 +369,91 @@ def test_non_finite_losses_stop_the_gymnasium_loop_after_saving_the_last_finite_
                         "host_block_steps": 1}, tmp_path)
     [out] = run_child(jax_cache, "train", config.to_json())
     check_stopped_after_saving_the_last_finite_state(out, tmp_path)
+
+
+V2 = Path(__file__).parent / "data" / "checkpoint_v2"
+
+
+def leaf_digests(state) -> dict[str, tuple[str, str]]:
+    """{leaf path: (dtype, SHA-256 of its bytes)}, typed keys by their key data, as
+    tests/data/checkpoint_v2/write.py records them."""
+    out = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
+        if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            leaf = jax.random.key_data(leaf)
+        array = np.ascontiguousarray(jax.device_get(leaf))
+        out[jax.tree_util.keystr(path)] = (array.dtype.name,
+                                           hashlib.sha256(array.tobytes()).hexdigest())
+    return out
+
+
+def test_a_format_2_checkpoint_restores_bit_for_bit_and_resumes(tmp_path):
+    """tests/data/checkpoint_v2: a tiny Pendulum-v1 run saved at 400 env steps by the code
+    before the storage layer was split out (format 2), with the digests that code took
+    of the state it saved and of the state after resuming it for one log period."""
+    recorded = json.loads((V2 / "digests.json").read_text())
+    directory = tmp_path / "ckpt"
+    copy_steps(V2, directory, [400])
+    state, stored = checkpoint.restore(directory)  # every checksum verified
+    assert stored == jaxsac.SACConfig.from_dict(recorded["config"]).replace(
+        checkpoint_dir="/tmp/checkpoint_v2")
+    assert leaf_digests(state) == {path: (leaf["dtype"], leaf["sha256"])
+                                   for path, leaf in recorded["saved"].items()}
+    assert str(jax.random.key_impl(state.key)) == "threefry2x32"
+    assert jaxsac.load_policy(directory).step == 400
+    result = jaxsac.train(stored.replace(checkpoint_dir=str(directory), resume=True,
+                                         total_env_steps=600), progress=False)
+    assert {name: result.metrics[name].tolist() for name in ("env_steps", "grad_steps")} \
+        == recorded["resumed_metrics"] == {"env_steps": [600], "grad_steps": [501]}
+    assert checkpoint.latest_step(directory) == 600
+    # Integer leaves (counters, flags, the key) are the same bits on any machine; float
+    # leaves come from float arithmetic, so only their sums are compared.
+    resumed = leaf_digests(result.state)
+    sums = {jax.tree_util.keystr(path): float(np.sum(np.asarray(
+        jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+        else x), dtype=np.float64))
+        for path, x in jax.tree_util.tree_flatten_with_path(result.state)[0]}
+    assert set(resumed) == set(recorded["resumed"])
+    for path, leaf in recorded["resumed"].items():
+        assert resumed[path][0] == leaf["dtype"], path
+        if np.issubdtype(np.dtype(leaf["dtype"]), np.floating):
+            np.testing.assert_allclose(sums[path], leaf["sum"], rtol=1e-3, atol=1e-3,
+                                       err_msg=path)
+        else:
+            assert resumed[path][1] == leaf["sha256"], path
+
+
+def item_of_first_key(names: list[str]) -> tuple[str, str]:
+    return names[0], ".".join(names[1:]) or "value"
+
+
+def test_typed_keys_anywhere_in_a_tree_are_stored_with_their_implementation(tmp_path):
+    """Keys of three implementations nested in dicts, lists and tuples (one with a
+    leading axis) come back as keys of the same implementation and key data; a
+    zero-size array comes back too."""
+    tree = {"run": jax.random.key(1),
+            "envs": [{"rng": jax.random.split(jax.random.key(2, impl="rbg"), 3)},
+                     (jnp.arange(4.0), jax.random.key(3, impl="unsafe_rbg"))],
+            "contacts": jnp.zeros((0, 2), jnp.float32)}
+    items, key_impls, order, treedef = storage.flatten(tree, item_of_first_key)
+    assert key_impls == {"run": {"value": "threefry2x32"},
+                         "envs": {"0.rng": "rbg", "1.1": "unsafe_rbg"}}
+    storage.write_step(str(tmp_path), 7, items, key_impls, {"kind": "test"}, {}, 1)
+    manager = storage.reader(str(tmp_path))
+    try:
+        meta = storage.read_json(manager, str(tmp_path), 7, ("meta",))["meta"]
+        targets = storage.flatten(jax.eval_shape(lambda: tree), item_of_first_key)[0]
+        arrays = storage.read_arrays(manager, str(tmp_path), 7, meta, targets)
+    finally:
+        manager.close()
+    assert meta["kind"] == "test" and meta["key_impls"] == key_impls
+    restored = storage.unflatten(treedef, order, arrays, meta["key_impls"])
+    assert [x.dtype for x in jax.tree.leaves(restored)] == [x.dtype
+                                                           for x in jax.tree.leaves(tree)]
+    assert leaves_equal(restored, tree)
+    for got, want in ((restored["run"], tree["run"]),
+                      (restored["envs"][0]["rng"], tree["envs"][0]["rng"]),
+                      (restored["envs"][1][1], tree["envs"][1][1])):
+        assert str(jax.random.key_impl(got)) == str(jax.random.key_impl(want))
+        draw = jax.vmap(jax.random.bits)  # one draw per key, from each generator
+        np.testing.assert_array_equal(draw(got.reshape(-1)), draw(want.reshape(-1)))

@@ -17,7 +17,7 @@ LAYERS = (
     ("records", ("types", "checks")),
     ("config", ("config",)),
     ("components", ("envs", "networks", "noise", "connectors", "agents", "logger",
-                    "distributed", "compilation", "tuned", "random_bits")),
+                    "distributed", "compilation", "tuned", "random_bits", "storage")),
     ("pieces", ("replay", "learner", "runners", "sharding")),
     ("schedule", ("schedule", "metrics")),
     ("assembly", ("assembly",)),
@@ -123,6 +123,17 @@ def test_imports_form_no_cycle():
     for node in sorted(graph):
         if node not in state:
             visit(node, [node])
+
+
+def test_storage_knows_nothing_of_sac():
+    """The checkpoint storage (items, checksums, Orbax steps) imports no jaxsac module
+    above the components layer: the SAC checkpoint schema lives in jaxsac.checkpoint."""
+    components = LAYER_OF["storage"]
+    assert LAYERS[components][0] == "components"
+    imported = [name for name, _, _ in jaxsac_imports("jaxsac.storage", ALL["jaxsac.storage"])]
+    above = [name for name in imported
+             if unit_of(name) is None or LAYER_OF[unit_of(name)] > components]
+    assert imported and above == []
 
 
 def test_the_check_sees_a_violation():

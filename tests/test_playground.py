@@ -1,11 +1,12 @@
 """The MuJoCo Playground adapter against Playground itself: the same states and actions
 give the same observations, rewards and ends; a time-limit end is truncated with its
 true final observation (where brax's training wrapper keeps the next episode's first);
-dict observations; bad input."""
+dict observations; bad input; a checkpointed run restores and resumes bit for bit."""
 
 from __future__ import annotations
 
 import importlib.util
+import shutil
 
 import jax
 import jax.numpy as jnp
@@ -15,8 +16,9 @@ from mujoco_playground import registry
 from mujoco_playground import wrapper as playground_wrapper
 
 import jaxsac
-from jaxsac import envs
+from jaxsac import checkpoint, envs
 from jaxsac.envs import AutoReset, PlaygroundEnv
+from tests.support.helpers import leaves_equal
 
 TASK = "CartpoleBalance"
 ENV_ID = "playground/" + TASK
@@ -246,3 +248,27 @@ def test_tuned_examples_follow_playgrounds_brax_sac_settings(task):
     act_dim = envs.make(ours.env_id).action_space.shape[0]
     assert ours.target_entropy == -0.5 * act_dim  # brax's SAC fixes it there
     jaxsac.make_train(ours)  # a valid run (validated; nothing is compiled)
+
+
+def test_a_checkpointed_run_restores_and_resumes_bit_for_bit(tmp_path):
+    """A Playground env state holds a typed PRNG key (key<fry>) and zero-size contact
+    arrays: both are saved, restored bit for bit, and a run resumed from the middle
+    checkpoint ends with the uninterrupted run's state."""
+    full_dir, resumed_dir = tmp_path / "full", tmp_path / "resumed"
+    config = jaxsac.SACConfig(env_id=ENV_ID, num_envs=2, hidden_sizes=(8, 8), batch_size=16,
+                              buffer_capacity=200, learning_starts=20, log_every=40,
+                              total_env_steps=80, eval_episodes=1, checkpoint_every=40,
+                              checkpoint_dir=str(full_dir))
+    full = jaxsac.train(config, progress=False)
+    assert checkpoint.latest_step(full_dir) == 80
+    env_keys = [leaf for leaf in jax.tree.leaves(full.state.runner)
+                if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)]
+    assert env_keys and all(str(jax.random.key_impl(k)) == "threefry2x32" for k in env_keys)
+    restored, _ = checkpoint.restore(full_dir)
+    assert leaves_equal(restored, full.state)  # typed keys: same impl and key data
+    shutil.copytree(full_dir / "40", resumed_dir / "40")
+    resumed = jaxsac.train(config.replace(checkpoint_dir=str(resumed_dir), resume=True),
+                           progress=False)
+    assert resumed.metrics["env_steps"].tolist() == [80]  # only the second period ran
+    assert leaves_equal(resumed.state, full.state)
+    assert leaves_equal(checkpoint.restore(resumed_dir)[0], full.state)
