@@ -4,7 +4,7 @@ initial state, its keys, and the one policy function every caller acts with.
 `assemble(config)` is where a run's shape is decided, once: a single-agent env
 gets the learner, buffer and JAX runner of `config`; a multi-agent env gets them
 stacked over modules (jaxsac.agents) and a runner over all agents' columns. The loops
-(jaxsac.jax_loop, jaxsac.host_loop) and evaluation use a Assembly without asking which.
+(jaxsac.jax_loop, jaxsac.host_loop) and evaluation use an Assembly without asking which.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def validate(config: SACConfig, placement: sharding.Placement | None = None) -> 
         if backend != "gymnasium":
             raise ValueError(f"SACConfig.num_env_runners={config.num_env_runners} needs "
                              f"gymnasium envs, but env_id={config.env_id!r} runs on the JAX "
-                             "backend (inside the compiled assembly); set backend='gymnasium' "
+                             "backend (inside the compiled program); set backend='gymnasium' "
                              "or num_env_runners=0")
         check_ray_installed(f"SACConfig.num_env_runners={config.num_env_runners}")
     _validate_agents(config)
@@ -244,7 +244,7 @@ def eval_key(root: jax.Array, period: jax.Array) -> jax.Array:
 
 
 def place(assembly: Assembly, state: TrainState) -> TrainState:
-    """`state` constrained to the program's placement (unchanged on one device)."""
+    """`state` constrained to the assembly's placement (unchanged on one device)."""
     return state if assembly.placement is None else assembly.placement.constrain(state)
 
 
@@ -252,7 +252,7 @@ def init_state(assembly: Assembly, key: jax.Array, hparams: Hyperparams | None =
                ) -> TrainState:
     """The state before the first iteration, for one seed (`jax.vmap` it over keys
     [S] for S seeds). Every key of the run derives from `key` (a typed or raw key),
-    re-keyed for `config.prng_impl`; `hparams` default to the config's. A program
+    re-keyed for `config.prng_impl`; `hparams` default to the config's. An assembly
     without a JAX runner (the gymnasium loop) starts its `runner` field as observation
     statistics before any observation."""
     hparams = Hyperparams.from_config(assembly.module_config) if hparams is None else hparams

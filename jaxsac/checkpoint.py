@@ -41,7 +41,7 @@ import numpy as np
 
 from jaxsac import connectors, envs, storage
 from jaxsac.assembly import assemble, example_step, host_assembly, init_state, make_buffer
-from jaxsac.config import SACConfig
+from jaxsac.config import STRUCTURAL, SACConfig, fields_with
 from jaxsac.storage import CorruptCheckpointError
 
 FORMAT_VERSION = 3
@@ -55,13 +55,12 @@ ARRAY_ITEMS = ("learner", "runner", "progress", "buffer")
 """Orbax items holding arrays. The TrainState fields learner, runner and buffer each have
 an item of their own; every other field (key, iteration, episodes) goes to progress."""
 
-STRUCTURAL_FIELDS = ("env_id", "num_envs", "hidden_sizes", "num_q", "activation",
-                     "normalize_obs", "prng_impl", "buffer_capacity", "prioritized",
-                     "num_agents", "policy_mapping")
-"""SACConfig fields a restored state must share with the requested config: they fix the
-arrays' shapes, or what the arrays mean (`activation`, `normalize_obs`: the parameters
-were trained on normalized observations or not; `prng_impl`: the generator the key is
-for)."""
+STRUCTURAL_FIELDS = fields_with(STRUCTURAL)
+"""SACConfig fields a restored state must share with the requested config (the
+STRUCTURAL role): they fix the arrays' shapes, or what the arrays mean (`activation`,
+`normalize_obs`: the parameters were trained on normalized observations or not;
+`prng_impl`: the generator the key is for; `encoder`, `critic`: the code that reads the
+parameters)."""
 
 __all__ = ["CorruptCheckpointError", "OpenStep", "config_differences", "latest_step",
            "open_step", "restore", "save", "state_items", "template"]

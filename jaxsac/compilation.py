@@ -5,7 +5,7 @@
 
 Two stores in one folder (the CLI and `make train` enable both by default):
 
-- JAX's persistent compilation cache, for every assembly: a fresh process that runs a
+- JAX's persistent compilation cache, for every program: a fresh process that runs a
   config it ran before loads its programs instead of compiling them. JAX finds a
   program by its lowered module, so the program is still traced and lowered first.
 - `KeptProgram`s, for the programs `train` runs (the initial state and the log period):

@@ -19,6 +19,33 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from jaxsac import checks
+from jaxsac.field_roles import (  # noqa: F401 - the roles and parts are used from here
+    CHECKPOINTS,
+    ENV,
+    ENV_STEP_COUNT,
+    EVALUATION,
+    EXPLORATION,
+    LEARNER,
+    LEARNER_ARRAY,
+    LOGGING,
+    NETWORKS,
+    NOT_COMPILED,
+    PARTS,
+    POSITIVE,
+    REPLAY,
+    ROLES,
+    RUN,
+    RUNNERS,
+    SCHEDULE,
+    STRUCTURAL,
+    SWEEPABLE,
+    Bool,
+    Check,
+    Choice,
+    Int,
+    Real,
+    setting,
+)
 
 BACKENDS = ("auto", "jax", "gymnasium")
 ACTIVATIONS = ("relu", "tanh", "elu", "gelu", "silu", "leaky_relu")
@@ -26,64 +53,6 @@ CRITIC_LOSSES = ("mse", "huber")
 VECTORIZATIONS = ("sync", "async")
 POLICY_MAPPINGS = ("independent", "shared")
 PRNG_IMPLS = ("threefry2x32", "philox4x32")
-
-# --- what each field is ----------------------------------------------------------------
-# Every field names the part of a run that reads it, and any of the roles below. The
-# lists other modules need (the fields a checkpoint must share, the sweepable ones, ...)
-# are derived from these declarations (`fields_with`), never written out by hand.
-
-ENV, RUNNERS, RUN, SCHEDULE, LEARNER, NETWORKS, EXPLORATION, REPLAY, EVALUATION, \
-    LOGGING, CHECKPOINTS = PARTS = ("env", "runners", "run", "schedule", "learner",
-                                    "networks", "exploration", "replay", "evaluation",
-                                    "logging", "checkpoints")
-"""The part of a run that reads a field (each field has exactly one)."""
-
-STRUCTURAL = "structural"
-"""Fixes the shapes of the run's arrays, or what they mean: a restored state must share it."""
-SWEEPABLE = "sweepable"
-"""`make_train(config, sweep=...)` takes it as a traced argument (vmappable)."""
-LEARNER_ARRAY = "learner_array"
-"""Held as an array leaf of the learner's state (`learner.Hyperparams`), in field order."""
-ENV_STEP_COUNT = "env_step_count"
-"""Counted in env steps: each agent's own in a multi-agent config, scaled per module."""
-NOT_COMPILED = "not_compiled"
-"""Leaves the compiled JAX program unchanged: `train` reuses its programs across it."""
-ROLES = (STRUCTURAL, SWEEPABLE, LEARNER_ARRAY, ENV_STEP_COUNT, NOT_COMPILED)
-
-
-class Choice(NamedTuple):
-    """A check: one of `choices`."""
-    choices: tuple[str, ...]
-
-
-class Bool(NamedTuple):
-    """A check: True or False (not a truthy string or number)."""
-
-
-class Int(NamedTuple):
-    """A check: an integer in [minimum, maximum]."""
-    minimum: int
-    maximum: int | None = None
-
-
-class Real(NamedTuple):
-    """A check: a finite number in [low, high] ((low, high] when `open_low`)."""
-    low: float
-    high: float
-    open_low: bool = False
-
-
-POSITIVE = Real(0.0, math.inf, open_low=True)
-Check = Choice | Bool | Int | Real
-
-
-def setting(default: Any, part: str, *roles: str, check: Check | None = None) -> Any:
-    """A SACConfig field: its default, the part of a run that reads it, its roles, and
-    the check its value must pass alone (checks across fields are in `_validate`)."""
-    assert part in PARTS and all(role in ROLES for role in roles), (part, roles)
-    return dataclasses.field(default=default, metadata={"part": part, "roles": roles,
-                                                        "check": check})
-
 
 @dataclasses.dataclass(frozen=True)
 class SACConfig:
@@ -340,7 +309,8 @@ def settings_type(name: str, parts: tuple[str, ...], extra: tuple[str, ...] = ()
     """A NamedTuple type of the SACConfig fields read by `parts` (and the `extra` fields
     of other parts), in declaration order, with `of(config)` taking them from a config:
     the settings one piece of a run takes instead of the whole config. Hashable, so it
-    can be a static argument or a cache key as a config can."""
+    can be a static argument or a cache key (as a tuple, it equals any tuple of the same
+    values: key caches by the settings of one type)."""
     for part in parts:
         if part not in PARTS:
             checks.fail("settings_type", "parts", parts, f"parts from {list(PARTS)}")

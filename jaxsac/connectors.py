@@ -292,8 +292,6 @@ class ModuleActions(Protocol):
         """What a checkpoint stores of the action space (`actions_from_metadata`)."""
 
 
-
-
 def module_actions(space: gymnasium.Space | int, owner: str = "env") -> ModuleActions:
     """The action adapter of an env's action space: Box -> BoxActions, Discrete ->
     DiscreteActions; an int d is the Box [-1, 1]^d. Other spaces raise `ValueError`
@@ -318,8 +316,14 @@ def module_actions(space: gymnasium.Space | int, owner: str = "env") -> ModuleAc
 
 
 def actions_from_metadata(meta: dict[str, Any]) -> ModuleActions:
-    """The adapter `metadata()` describes (a checkpoint's env metadata)."""
-    if meta.get("act_kind", "continuous") == "discrete":
+    """The adapter `metadata()` describes (a checkpoint's env metadata): Box and Discrete
+    adapters, the ones an env's action space gives (`module_actions`)."""
+    kind = meta.get("act_kind", "continuous")
+    if kind not in ("continuous", "discrete"):
+        raise ValueError(f"actions_from_metadata: act_kind={kind!r} is invalid: must be "
+                         "'continuous' or 'discrete' (the adapters module_actions builds "
+                         "from an env's action space)")
+    if kind == "discrete":
         return DiscreteActions(int(meta["act_dim"]), int(meta["act_start"]))
     return BoxActions(tuple(map(float, meta["act_low"])), tuple(map(float, meta["act_high"])),
                       tuple(meta["act_shape"]))

@@ -5,7 +5,7 @@ gradient steps due), whatever its phase: the iteration's index picks the phase w
 `lax.cond`. A log period is a `lax.scan` over its iterations followed by an evaluation
 and the period's metrics row (`run_period`, the period may be traced); `make_train` is
 a scan over every log period of a run, one pure function, jit- and vmap-able (seeds,
-swept hyperparameters). `JaxLoop` is `train`'s view of the same assembly: the initial
+swept hyperparameters). `JaxLoop` is `train`'s view of the same program: the initial
 state and one log period per call, with host work between them.
 """
 
@@ -35,6 +35,7 @@ from jaxsac.evaluation import evaluate_returns
 from jaxsac.iteration import learn, skip_learning, store
 from jaxsac.learner import Hyperparams
 from jaxsac.metrics import period_row
+from jaxsac.networks import uses_builtin_networks
 from jaxsac.runners import random_act_fn
 from jaxsac.schedule import iterations_per_period, num_periods, warmup_iterations
 
@@ -59,7 +60,7 @@ def training_step(assembly: Assembly, state: TrainState, iteration: jax.Array):
         (so `lax.cond` on it stays a branch under `vmap`). It picks the phase
         (schedule.phase_of): uniform random actions before `warmup_iterations`, and
         gradient steps from the last warm-up iteration on. Every phase is a branch of
-        one assembly, so the update is compiled once however the phases fall.
+        one program, so the update is compiled once however the phases fall.
 
     Returns (state, learner metrics of this iteration: {name: [] or [M] for M stacked
     modules}, NaN when it took no gradient step).
@@ -175,7 +176,7 @@ class JaxLoop:
 
     init(keys) -> the initial TrainState (leading seed axis for several seeds).
     run_chunk(state, start, stop) -> (state, metrics rows [stop - start, (seeds,) ...]):
-        log periods [start, stop), one call each of the period assembly, which takes the
+        log periods [start, stop), one call each of the period program, which takes the
         period as an argument (`run_period`). A run compiles two programs, the initial
         state and the log period, whatever its length and warm-up.
     The period program takes its hyperparameters from `assembly.module_config` (so a resumed
@@ -230,7 +231,14 @@ class JaxLoop:
 def kept_jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh) -> JaxLoop:
     """The JaxLoop of `config` (already resolved for `mesh`) and `num_seeds`, kept for
     later calls: a repeated `train` reuses its compiled programs, also with another
-    seed, length (total_env_steps), log or checkpoint folder."""
+    seed, length (total_env_steps), log or checkpoint folder (the NOT_COMPILED fields).
+
+    Only programs made of jaxsac's own code are kept: one whose env, encoder or critic
+    family was registered by the user could be registered again with other code under
+    the same name, so it is built afresh each time and never written to disk."""
+    if envs.is_registered_by_user(config.env_id) or not uses_builtin_networks(config):
+        return JaxLoop(assemble(config, placement=sharding.placement(mesh)), num_seeds,
+                       mesh, None)
     defaults = {f.name: f.default for f in dataclasses.fields(SACConfig)}
     reset = {name: defaults[name] for name in fields_with(NOT_COMPILED)}
     reset["total_env_steps"] = config.log_every * (config.learning_starts // config.log_every + 1)
@@ -240,7 +248,8 @@ def kept_jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh) ->
 
 @functools.lru_cache(maxsize=16)
 def _cached_jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh) -> JaxLoop:
-    # An env whose code is not jaxsac's could change under the same config: not kept.
+    # A Playground task's code is not jaxsac's and could change under the same config
+    # (another version of the package): kept in memory, never on disk.
     description = repr((config, num_seeds, mesh.axis_names, mesh.devices.shape)) \
         if envs.is_jaxsac_code(config.env_id) else None
     return JaxLoop(assemble(config, placement=sharding.placement(mesh)), num_seeds,

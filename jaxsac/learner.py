@@ -199,26 +199,28 @@ def make_learner(config: SACConfig | LearnerSettings, obs_dim: int,
     def loss(params: LossParams, target_critic_params: Params, batch: Batch, key: jax.Array):
         """The three SAC losses at `params`, summed, with gradients routed by stop_gradient.
 
-        Target y = R + d·V̄(s') with V̄(s') = E_{a'~π}[min_i Q̄_i(s', a') − α log π(a'|s')]
-        (no gradient); critic loss on Q_i(s, a) at the stored action; actor loss
-        E_{a~π}[α log π(a|s) − min_i Q_i(s, a)] with the critics frozen; temperature loss
-        −log α · (log π + H̄) with log π frozen. The head takes the expectations: one
-        reparameterised sample for Box actions, exact sums for Discrete ones.
-        The critic loss reaches only the critics, the actor loss only the actor, the
-        temperature loss only log α, so one `jax.grad` of the sum gives each optimizer
-        exactly the gradient of its own loss. Returns (sum, aux): aux holds each loss,
-        td_error [B], q [N, B] and log_prob [B] (the log π term whose mean is minus the
-        policy's entropy).
+        The critic family builds the target from the target critics at s' (no gradient)
+        and the critic loss at the stored action; the ensemble's target is
+        y = R + d·E_{a'~π}[min_i Q̄_i(s', a') − α log π(a'|s')]. Actor loss
+        E_{a~π}[α log π(a|s) − value(s, a)] with the critics frozen (value: the family's,
+        min_i Q_i for the ensemble); temperature loss −log α · (log π + H̄) with log π
+        frozen. The head takes the expectations: one reparameterised sample for Box
+        actions, exact sums for Discrete ones. The critic loss reaches only the critics,
+        the actor loss only the actor, the temperature loss only log α, so one
+        `jax.grad` of the sum gives each optimizer exactly the gradient of its own loss.
+        Returns (sum, aux): aux holds each loss, td_error [B], q (the critics' output at
+        the stored actions, [N, B, *T]) and log_prob [B] (the log π term whose mean is
+        minus the policy's entropy).
         """
         target_key, policy_key = jax.random.split(key)
         alpha = jnp.exp(jax.lax.stop_gradient(params.log_alpha))
         frozen_actor = jax.lax.stop_gradient(params.actor_params)
-        soft_value = head.soft_value(frozen_actor, target_critic_params, batch.next_obs,
-                                     alpha, target_key)
+        next_out, entropy, probs = head.target_inputs(frozen_actor, target_critic_params,
+                                                      batch.next_obs, alpha, target_key)
         target = jax.lax.stop_gradient(
-            head.critic.td_target(batch.reward, batch.discount, soft_value))
+            head.critic.td_target(batch.reward, batch.discount, next_out, entropy, probs))
 
-        q = head.q_taken(params.critic_params, batch.obs, batch.action)  # [N, B, *T]
+        q = head.q_taken(params.critic_params, batch.obs, batch.action)
         qf_loss, td_error = head.critic.loss(q, target, batch.weights)
         td_error = jax.lax.stop_gradient(td_error)
 

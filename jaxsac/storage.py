@@ -209,7 +209,7 @@ def check_step(step: Any, owner: str) -> int:
 
 def orbax():
     """orbax.checkpoint, imported on first use: `import jaxsac` and runs that never save
-    or restore do not pay for its import (about 0.2 s)."""
+    or restore do not pay for its import (docs/performance.md)."""
     import orbax.checkpoint
 
     return orbax.checkpoint

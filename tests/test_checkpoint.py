@@ -457,3 +457,20 @@ def test_typed_keys_anywhere_in_a_tree_are_stored_with_their_implementation(tmp_
         assert str(jax.random.key_impl(got)) == str(jax.random.key_impl(want))
         draw = jax.vmap(jax.random.bits)  # one draw per key, from each generator
         np.testing.assert_array_equal(draw(got.reshape(-1)), draw(want.reshape(-1)))
+
+
+def test_a_different_encoder_or_critic_family_is_a_structural_difference():
+    """The stored parameters were trained through the stored encoder and critic family:
+    another name is refused on restore like another network size."""
+    stored = jaxsac.SACConfig(hidden_sizes=(8,))
+    requested = stored.replace(encoder="other", critic="mine", hidden_sizes=(16,))
+    assert checkpoint.config_differences(stored, requested) == [
+        "hidden_sizes: stored (8,), requested (16,)",
+        "encoder: stored 'flat', requested 'other'",
+        "critic: stored 'ensemble', requested 'mine'"]
+
+
+def test_the_learner_s_hyperparameter_leaves_keep_their_checkpoint_names_and_order():
+    """Hyperparams follows the declaration order of the LEARNER_ARRAY fields: its leaves
+    are stored and flattened in this order, so moving a field would change both."""
+    assert Hyperparams._fields == ("actor_lr", "critic_lr", "alpha_lr", "tau", "initial_alpha")

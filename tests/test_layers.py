@@ -14,7 +14,7 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "jaxsac"
 
 LAYERS = (
-    ("records", ("types", "checks")),
+    ("records", ("types", "checks", "field_roles")),
     ("config", ("config",)),
     ("components", ("envs", "networks", "noise", "connectors", "agents", "logger",
                     "distributed", "compilation", "tuned", "random_bits", "storage")),
@@ -143,3 +143,15 @@ def test_the_check_sees_a_violation():
     assert [(name, top) for name, _, top in found] == [("jaxsac.train", True),
                                                        ("jaxsac.jax_loop", False)]
     assert LAYER_OF[unit_of("jaxsac.train")] > LAYER_OF[unit_of("jaxsac.networks")]
+
+
+MAX_MODULE_LINES = 450
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_every_module_stays_short(name):
+    """A module over MAX_MODULE_LINES lines does more than one job: split it."""
+    path = PACKAGE.parent.joinpath(*name.split(".")).with_suffix(".py")
+    if not path.exists():
+        path = PACKAGE.parent.joinpath(*name.split("."), "__init__.py")
+    assert len(path.read_text().splitlines()) <= MAX_MODULE_LINES

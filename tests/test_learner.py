@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from jaxsac.config import SACConfig
-from jaxsac.learner import LearnerSettings, LossParams, make_learner
+from jaxsac.learner import LossParams, make_learner
 from jaxsac.types import Batch
 from tests.support import numpy_sac
-from tests.support.helpers import assert_gradients_routed, leaves_equal
+from tests.support.helpers import assert_gradients_routed
 
 OBS_DIM, ACT_DIM, B = 3, 2, 16
 GAMMA = 0.9
@@ -242,20 +242,3 @@ def test_make_learner_rejects_bad_dimensions():
     with pytest.raises(ValueError, match="act_dim=0"):
         make_learner(SACConfig(), 3, 0)
 
-
-def test_the_learner_takes_only_its_settings():
-    """A LearnerSettings (the config's learner and networks fields alone) builds the same
-    learner as the whole config: the learner reads nothing else of a run."""
-    config = SACConfig(hidden_sizes=(8,), batch_size=4, critic_loss="huber", grad_clip=1.0)
-    settings = LearnerSettings.of(config)
-    assert not hasattr(settings, "env_id") and not hasattr(settings, "buffer_capacity")
-    batch = Batch(obs=jnp.ones((4, 3)), action=jnp.zeros((4, 1)),
-                  reward=jnp.arange(4.0), next_obs=jnp.ones((4, 3)),
-                  discount=jnp.full((4,), 0.9), n_step=jnp.ones((4,), jnp.int32),
-                  weights=jnp.ones((4,)), indices=jnp.arange(4))
-    results = []
-    for given in (config, settings):
-        learner = make_learner(given, 3, 1)
-        results.append(learner.update(learner.init(jax.random.key(0)), batch,
-                                      jax.random.key(1)))
-    assert leaves_equal(results[0], results[1])

@@ -14,10 +14,23 @@ from flax import struct
 
 import jaxsac
 from jaxsac import connectors, host_loop, networks
+from jaxsac.jax_loop import kept_jax_loop
 from tests.support import helpers, numpy_sac
 from tests.support.helpers import TINY
 
 SMALL = dict(hidden_sizes=(8,), batch_size=5)
+
+
+@pytest.fixture(autouse=True)
+def registries_as_they_were():
+    """What a test registers is gone after it: the registries are this process's."""
+    saved = [(registry.entries, dict(registry.entries))
+             for registry in (networks.ENCODERS, networks.CRITICS, networks.HEADS)]
+    saved.append((jaxsac.envs.JAX_ENVS, dict(jaxsac.envs.JAX_ENVS)))
+    yield
+    for entries, before in saved:
+        entries.clear()
+        entries.update(before)
 
 
 def _batch(obs_dim: int, act_dim: int, size: int = 5, seed: int = 0) -> jaxsac.Batch:
@@ -80,18 +93,24 @@ def test_an_unregistered_encoder_or_a_bad_factory_is_named():
 # --- a critic family -----------------------------------------------------------------
 
 
+SEEN = []  # the shapes each toy td_target was traced with
+
+
 class RewardRegression(networks.EnsembleCritic):
     """A toy family: the critics regress the immediate reward (y = r), whatever s'."""
 
-    def td_target(self, reward, discount, soft_next):
+    def td_target(self, reward, discount, next_out, entropy, probs):
+        SEEN.append((next_out.shape, entropy.shape, None if probs is None else probs.shape))
         return reward
 
 
 def test_a_registered_critic_family_sets_the_target_and_the_loss():
-    networks.register_critic("reward_regression", lambda config, num_actions, encoder:
+    networks.register_critic("reward_regression", lambda settings, num_actions, encoder:
                              RewardRegression(networks.QEnsemble(
-                                 config.num_q, config.hidden_sizes, num_actions=num_actions)))
+                                 settings.num_q, settings.hidden_sizes,
+                                 num_actions=num_actions)))
     config = jaxsac.SACConfig(critic="reward_regression", **SMALL)
+    SEEN.clear()
     learner = jaxsac.make_learner(config, 3, 2)
     state = learner.init(jax.random.key(0))
     batch = _batch(3, 2)
@@ -105,6 +124,16 @@ def test_a_registered_critic_family_sets_the_target_and_the_loss():
     expected = np.mean(np.asarray(batch.weights) * np.sum(0.5 * error**2, axis=0))
     np.testing.assert_allclose(float(aux["qf_loss"]), expected, rtol=1e-5)
     np.testing.assert_allclose(np.asarray(aux["td_error"]), np.abs(error).mean(0), rtol=1e-5)
+    assert SEEN == [((2, 5), (5,), None)]  # Q̄ at a' ~ π [N, B], α log π [B], no probs
+
+    # Discrete actions: the family sees every action's values and π to average with.
+    discrete = jaxsac.make_learner(config, 3, gymnasium.spaces.Discrete(4))
+    state = discrete.init(jax.random.key(0))
+    batch = _batch(3, 1)._replace(action=jnp.arange(5, dtype=jnp.int32) % 4)
+    params = jaxsac.learner.LossParams(state.actor_params, state.critic_params,
+                                       state.log_alpha)
+    discrete.loss(params, state.target_critic_params, batch, jax.random.key(2))
+    assert SEEN[-1] == ((2, 5, 4), (5, 4), (5, 4))
 
 
 def test_a_factory_returning_no_critic_family_is_named():
@@ -157,14 +186,15 @@ class WideEntropyHead(networks.SquashedGaussianHead):
         return -2.0 * self.act_dim
 
 
-def _wide_entropy_head(actions, config, critic, encoder):
-    return WideEntropyHead(networks.Actor(actions.dim, config.hidden_sizes), critic, actions.dim)
+def _wide_entropy_head(actions, settings, critic, encoder):
+    return WideEntropyHead(networks.Actor(actions.dim, settings.hidden_sizes), critic,
+                           actions.dim)
 
 
 def test_a_registered_head_serves_its_kind_of_action_adapter():
     actions = HalfRangeActions()
     assert isinstance(actions, connectors.ModuleActions)
-    with pytest.raises(ValueError, match="kind='half_range', which has no policy head"):
+    with pytest.raises(ValueError, match=r"policy_head: actions.kind='half_range' is invalid"):
         jaxsac.make_learner(jaxsac.SACConfig(**SMALL), 3, actions)
     networks.register_policy_head("half_range", _wide_entropy_head,
                                   critics_value_every_action=False)
@@ -309,3 +339,15 @@ def test_a_host_runner_of_its_own_drives_the_gymnasium_loop():
         assert tuple(np.asarray(stored, np.float32)) in stepped
     with pytest.raises(ValueError, match="HostLoop: runner=object is invalid"):
         host_loop.HostLoop(config, object())
+
+
+def test_runs_with_registered_code_are_never_kept():
+    """A registered name can be registered again with other code: such a run's programs
+    are built afresh, while jaxsac's own are kept for the next call."""
+    mesh = jaxsac.sharding.default_mesh(jaxsac.SACConfig())
+    own = jaxsac.SACConfig(**SMALL)
+    assert kept_jax_loop(own, 1, mesh) is kept_jax_loop(own.replace(seed=3), 1, mesh)
+    networks.register_encoder("toy_tanh", lambda obs_dim: ToyEncoder())
+    plugged = own.replace(encoder="toy_tanh")
+    first = kept_jax_loop(plugged, 1, mesh)
+    assert first is not kept_jax_loop(plugged, 1, mesh) and first._period.description is None

@@ -1,4 +1,4 @@
-"""Compile time and run time of one `make_train` assembly: a tuned example, vmapped over
+"""Compile time and run time of one `make_train` program: a tuned example, vmapped over
 seeds, compiled once (`lower().compile()`) and run twice with the same keys.
 
     .venv/bin/python -m experiments.benchmarks.bench_compile [--env-id Pendulum-v1]

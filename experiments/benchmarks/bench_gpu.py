@@ -19,8 +19,8 @@ Sections, each a function returning rows of plain numbers:
    `num_envs`, a fixed number of gradient steps per iteration (`utd_ratio` =
    steps / num_envs; one per env step with one env). Compile time (`lower().compile()`),
    then two timed runs with different keys (no untimed warm-up run: a run is as long as
-   the assembly); rates come from their median (their mean), and the spread between them
-   is recorded. A run is the whole assembly: warm-up iterations, learning iterations and
+   the program); rates come from their median (their mean), and the spread between them
+   is recorded. A run is the whole program: warm-up iterations, learning iterations and
    one evaluation (the run is one log period), so env steps/s = total_env_steps / seconds
    of the run.
 3. `bench_seeds`: `jax.jit(jax.vmap(make_train(config)))(split(key, S))` for S seeds of
@@ -106,7 +106,7 @@ SMALLEST = Sizes(updates=20, repeats=3, env_runs=((1, 320),), grad_steps_per_ite
                  seed_runs=((2, 40),), seed_num_envs=8, learning_starts=256,
                  playground_task="CartpoleBalance", playground_runs=((16, 40),),
                  peer_run=None)
-TIMED_RUNS = 2  # timed runs of each training assembly, each with its own key
+TIMED_RUNS = 2  # timed runs of each training program, each with its own key
 
 
 # --- configs and the counts they imply --------------------------------------------------

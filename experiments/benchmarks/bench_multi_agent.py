@@ -5,7 +5,7 @@
 MultiAgentPendulum-v1, one env copy, one module per agent (vmapped over a module axis),
 batch 256, 256×256 networks, one gradient step per env step of each agent, learning
 starts 1,000. Each log period is 1,000 env steps of every agent. Reported: the compile
-time of the steady period assembly, env steps/s per agent and in total (all agents),
+time of the steady period program, env steps/s per agent and in total (all agents),
 and the load average before and after.
 """
 

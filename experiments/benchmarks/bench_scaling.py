@@ -8,7 +8,7 @@ gradient step per env step, 4 data shards (`--shards`) on every device count (so
 run computes the same global batches; each device holds shards / devices of them).
 Each device count runs in its own process; on the CPU the devices are forced host
 devices (XLA_FLAGS=--xla_force_host_platform_device_count=N), which share the cores.
-Reported per device count: compile time of the steady period assembly, env steps/s
+Reported per device count: compile time of the steady period program, env steps/s
 (= gradient steps/s) over the timed periods, and the collectives XLA put into that
 program with the bytes each moves (from the compiled HLO).
 """

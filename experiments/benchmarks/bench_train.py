@@ -4,7 +4,7 @@
 
 Pendulum-v1, batch 256, 256×256 networks, one gradient step per env step, learning
 starts 1,000. Each log period is 1,000 env steps. Reported: the compile time of the
-steady-state period assembly, and env steps/s over the steady periods after it (the JAX
+steady-state period program, and env steps/s over the steady periods after it (the JAX
 path with 1 seed and with seeds vmapped; the gymnasium host loop).
 """
 

@@ -16,7 +16,7 @@ Every run is a fresh process: jaxsac's runner under jaxsac's `.venv`, the peers'
 `.venv-peers` (made by experiments/benchmarks/setup_peers.sh; never a dependency of
 jaxsac). The libraries alternate: round r runs every library once with seed r, starting
 one library later than round r - 1, so drift on a noisy machine hits all of them alike.
-Then jaxsac and rejax train --vmap-seeds seeds vmapped in one assembly, in alternating order.
+Then jaxsac and rejax train --vmap-seeds seeds vmapped in one program, in alternating order.
 
 Same settings everywhere: batch 256, 256x256 ReLU actor and critics (twin Q), Adam 3e-4,
 gamma 0.99, tau 0.005, learned alpha (initial 1) with target entropy -|A|, learning

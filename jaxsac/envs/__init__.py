@@ -66,19 +66,24 @@ MULTI_AGENT_ENVS: dict[str, Callable[..., MultiAgentJaxEnv]] = {
     "MultiAgentCartPole-v1": MultiAgentCartPole,
 }
 
+
 def register_jax_env(env_id: str, constructor: Callable[..., JaxEnv],
                      max_episode_steps: int) -> None:
     """Add a JAX env source: `make(env_id)` (and `SACConfig(env_id=env_id)`, on the JAX
     backend inside the compiled program) then builds `constructor(**kwargs)` wrapped in a
     time limit of `max_episode_steps`. The env follows the `JaxEnv` protocol (pure,
-    vmappable reset and step, gymnasium Box observation space). The registry lives in
-    this process: register before building a run or loading its checkpoint."""
+    vmappable reset and step, gymnasium Box observation space). An id gymnasium knows
+    too then runs on the JAX backend under `backend="auto"`, as jaxsac's own JAX
+    versions of gymnasium's envs do. The registry lives in this process: register
+    before building a run or loading its checkpoint; registering an id again replaces
+    its constructor."""
     owner = "register_jax_env"
     if not isinstance(env_id, str) or not env_id:
         checks.fail(owner, "env_id", env_id, "a non-empty string")
     if env_id in JAX_ENVS and is_jaxsac_code(env_id) or env_id in MULTI_AGENT_ENVS \
             or is_playground(env_id):
-        checks.fail(owner, "env_id", env_id, "an id that is not one of jaxsac's own envs")
+        checks.fail(owner, "env_id", env_id, "an id that is not one of jaxsac's own envs "
+                    "or a MuJoCo Playground task")
     if not callable(constructor):
         checks.fail(owner, "constructor", constructor, "callable (**kwargs) -> JaxEnv")
     checks.check_int(owner, "max_episode_steps", max_episode_steps, 1)
@@ -108,6 +113,12 @@ def is_jaxsac_code(env_id: str) -> bool:
     a Playground task, nor a class added to JAX_ENVS or MULTI_AGENT_ENVS from outside."""
     constructor = JAX_ENVS[env_id][0] if env_id in JAX_ENVS else MULTI_AGENT_ENVS.get(env_id)
     return constructor is not None and constructor.__module__.startswith("jaxsac.")
+
+
+def is_registered_by_user(env_id: str) -> bool:
+    """Whether `env_id` is a JAX env added with `register_jax_env` (its code is not
+    jaxsac's and may be registered again with other code)."""
+    return env_id in JAX_ENVS and not is_jaxsac_code(env_id)
 
 
 def is_multi_agent(env_id: str) -> bool:
@@ -208,9 +219,10 @@ __all__ = [
     "is_jaxsac_code",
     "is_multi_agent",
     "is_playground",
+    "is_registered_by_user",
     "make",
     "make_playground",
-    "register_jax_env",
     "max_episode_steps",
+    "register_jax_env",
     "resolve_backend",
 ]

@@ -12,6 +12,7 @@ the number of critics.
 """
 
 from jaxsac.networks.critics import (
+    CRITICS,
     CriticFamily,
     EnsembleCritic,
     QEnsemble,
@@ -21,6 +22,7 @@ from jaxsac.networks.critics import (
     registered_critics,
 )
 from jaxsac.networks.encoders import (
+    ENCODERS,
     Encoder,
     make_encoder,
     register_encoder,
@@ -28,6 +30,7 @@ from jaxsac.networks.encoders import (
 )
 from jaxsac.networks.heads import (
     DISCRETE_TARGET_ENTROPY_SCALE,
+    HEADS,
     LOG_STD_MAX,
     LOG_STD_MIN,
     Actor,
@@ -42,16 +45,19 @@ from jaxsac.networks.heads import (
     register_policy_head,
     sample_action,
     squashed_log_prob,
+    uses_builtin_networks,
 )
 from jaxsac.networks.layers import ACTIVATIONS, KERNEL_INIT, MLP
+from jaxsac.networks.registry import Registry
 from jaxsac.networks.settings import NetworkSettings
 
 __all__ = [
-    "ACTIVATIONS", "DISCRETE_TARGET_ENTROPY_SCALE", "KERNEL_INIT", "LOG_STD_MAX",
-    "LOG_STD_MIN", "MLP", "Actor", "CategoricalActor", "CategoricalHead", "CriticFamily",
-    "Encoder", "EnsembleCritic", "NetworkSettings", "PolicyHead", "QEnsemble",
-    "SquashedGaussianHead", "categorical_log_probs", "deterministic_action", "element_loss",
-    "init_networks", "make_critic", "make_encoder", "policy_head", "register_critic",
-    "register_encoder", "register_policy_head", "registered_critics", "registered_encoders",
-    "sample_action", "squashed_log_prob",
+    "ACTIVATIONS", "CRITICS", "DISCRETE_TARGET_ENTROPY_SCALE", "ENCODERS", "HEADS",
+    "KERNEL_INIT", "LOG_STD_MAX", "LOG_STD_MIN", "MLP", "Actor", "CategoricalActor",
+    "CategoricalHead", "CriticFamily", "Encoder", "EnsembleCritic", "NetworkSettings",
+    "PolicyHead", "QEnsemble", "Registry", "SquashedGaussianHead", "categorical_log_probs",
+    "deterministic_action", "element_loss", "init_networks", "make_critic", "make_encoder",
+    "policy_head", "register_critic", "register_encoder", "register_policy_head",
+    "registered_critics", "registered_encoders", "sample_action", "squashed_log_prob",
+    "uses_builtin_networks",
 ]

@@ -5,18 +5,24 @@ The contract (`CriticFamily`) is what the learner and the policy heads need:
 
     params = family.init(key, obs [1, obs_dim], action [1, |A|] or None)
     out = family.apply(params, obs [B, obs_dim], action [B, |A|] or None)
-        -> [N, B, *T] for Box actions, [N, B, |A|, *T] for Discrete ones (the value of
-           every action): N ensemble members, T the family's trailing value shape
-           (() for scalar Q-values, (K,) for K quantiles or atoms)
-    family.value(out) -> [B(, |A|)]       the value the policy maximizes
-    family.next_value(out) -> [B(, |A|), *T]   what the target is built from at s'
-    family.td_target(reward [B], discount [B], soft_next [B, *T]) -> target [B, *T]
-        soft_next is E_π[next_value − α log π] at s', taken by the policy head
+        -> [N, B, *T] for Box actions, [N, B, |A|, *T] for Discrete ones (every
+           action's): N ensemble members, T the family's trailing output shape (() for
+           Q-values, (K,) for K quantiles, or K logits over a fixed support)
+    family.value(out) -> [B(, |A|)]       the expected return the policy maximizes
+    family.td_target(reward [B], discount [B], next_out, entropy, probs) -> target
+        next_out: out at (s', a' ~ π) [N, B, *T] (Box), or at s' for every action
+        [N, B, |A|, *T] (Discrete); entropy: α log π(a'|s') [B], or [B, |A|] for every
+        action; probs: None (a' was sampled), or π(·|s') [B, |A|] to take the
+        expectation over actions with. The target's shape is the family's own ([B] for
+        Q-values, [B, K] for distributions).
     family.loss(out_taken [N, B, *T], target, weights [B]) -> (loss [], td_error [B])
         td_error is what prioritized replay turns into priorities
 
-"ensemble" is the first family: N independent Q-functions, the minimum of them as the
-value and the target (docs/semantics.md). Another family plugs in by name:
+The policy head gives the family what only the policy knows (next actions, α log π,
+action probabilities); the family builds the target from them, so a distributional
+family projects or shifts its own support there. "ensemble" is the first family: N
+independent Q-functions, the minimum of them as the value and in the target
+(docs/semantics.md). Another family plugs in by name:
 
     jaxsac.networks.register_critic("mine", lambda settings, num_actions, encoder: Mine(...))
     config = jaxsac.SACConfig(critic="mine")
@@ -32,8 +38,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxsac import checks
 from jaxsac.networks.layers import MLP
+from jaxsac.networks.registry import Registry
 from jaxsac.networks.settings import NetworkSettings
 
 
@@ -49,10 +55,8 @@ class CriticFamily(Protocol):
 
     def value(self, out: jax.Array) -> jax.Array: ...
 
-    def next_value(self, out: jax.Array) -> jax.Array: ...
-
-    def td_target(self, reward: jax.Array, discount: jax.Array, soft_next: jax.Array
-                  ) -> jax.Array: ...
+    def td_target(self, reward: jax.Array, discount: jax.Array, next_out: jax.Array,
+                  entropy: jax.Array, probs: jax.Array | None) -> jax.Array: ...
 
     def loss(self, out_taken: jax.Array, target: jax.Array, weights: jax.Array
              ) -> tuple[jax.Array, jax.Array]: ...
@@ -116,9 +120,9 @@ def element_loss(kind: str, error: jax.Array) -> jax.Array:
 
 
 class EnsembleCritic(NamedTuple):
-    """N Q-functions (`QEnsemble`): value and next value are min_i Q_i, the target is
-    y = r + d·soft_next, the loss mean_B w·Σ_i ℓ(Q_i − y) and the TD error
-    mean_i |Q_i − y| (docs/semantics.md, "Losses")."""
+    """N Q-functions (`QEnsemble`): the value is min_i Q_i, the target
+    y = r + d·E_π[min_i Q̄_i(s', a') − α log π(a'|s')], the loss mean_B w·Σ_i ℓ(Q_i − y)
+    and the TD error mean_i |Q_i − y| (docs/semantics.md, "Losses")."""
 
     network: QEnsemble
     loss_kind: str = "mse"
@@ -133,12 +137,12 @@ class EnsembleCritic(NamedTuple):
     def value(self, out: jax.Array) -> jax.Array:
         return jnp.min(out, axis=0)
 
-    def next_value(self, out: jax.Array) -> jax.Array:
-        return jnp.min(out, axis=0)
-
-    def td_target(self, reward: jax.Array, discount: jax.Array, soft_next: jax.Array
-                  ) -> jax.Array:
-        return reward + discount * soft_next
+    def td_target(self, reward: jax.Array, discount: jax.Array, next_out: jax.Array,
+                  entropy: jax.Array, probs: jax.Array | None) -> jax.Array:
+        soft_value = self.value(next_out) - entropy  # [B], or [B, |A|] for every action
+        if probs is not None:
+            soft_value = jnp.sum(probs * soft_value, axis=-1)
+        return reward + discount * soft_value
 
     def loss(self, out_taken: jax.Array, target: jax.Array, weights: jax.Array
              ) -> tuple[jax.Array, jax.Array]:
@@ -158,35 +162,27 @@ def _ensemble(settings: NetworkSettings, num_actions: int, encoder: Any) -> Ense
                           settings.critic_loss)
 
 
-_CRITICS: dict[str, CriticFactory] = {"ensemble": _ensemble}
+CRITICS = Registry("critic family", "register_critic", {"ensemble": _ensemble})
 
 
 def register_critic(name: str, factory: CriticFactory) -> None:
     """Make `SACConfig(critic=name)` build its critics with `factory`."""
-    if not isinstance(name, str) or not name or name == "ensemble":
-        checks.fail("register_critic", "name", name,
-                    "a non-empty string other than the built-in 'ensemble'")
-    if not callable(factory):
-        checks.fail("register_critic", "factory", factory,
-                    "callable (settings, num_actions, encoder) -> CriticFamily")
-    _CRITICS[name] = factory
+    CRITICS.add(name, factory, factory, "(settings, num_actions, encoder) -> CriticFamily")
 
 
 def registered_critics() -> list[str]:
     """The names `SACConfig.critic` accepts in this process."""
-    return sorted(_CRITICS)
+    return CRITICS.names()
 
 
 def make_critic(settings: NetworkSettings, num_actions: int, encoder: Any = None
                 ) -> CriticFamily:
     """The critic family `settings.critic` names."""
-    if settings.critic not in _CRITICS:
-        checks.fail("SACConfig", "critic", settings.critic, f"one of the registered critic "
-                    f"families {registered_critics()} (jaxsac.networks.register_critic adds "
-                    "one)")
-    family = _CRITICS[settings.critic](settings, num_actions, encoder)
+    if settings.critic not in CRITICS:
+        CRITICS.missing("SACConfig", "critic", settings.critic)
+    family = CRITICS[settings.critic](settings, num_actions, encoder)
     if not isinstance(family, CriticFamily):
         raise ValueError(f"the critic factory registered as {settings.critic!r} returned "
                          f"{type(family).__name__}, which lacks CriticFamily's methods "
-                         "(init, apply, value, next_value, td_target, loss)")
+                         "(init, apply, value, td_target, loss)")
     return family

@@ -17,15 +17,15 @@ The registry lives in this process: register before building a run or loading on
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 import flax.linen as nn
 import jax
 
 from jaxsac import checks
+from jaxsac.networks.registry import Registry
 
 
-@runtime_checkable
 class Encoder(Protocol):
     """obs [B, ...] -> features [B, F] (a flax module: `init` / `apply` as usual)."""
 
@@ -36,31 +36,28 @@ EncoderFactory = Callable[[int], Encoder | None]
 """obs_dim -> the encoder of a module whose observations have obs_dim entries (None:
 the observation itself is the features)."""
 
-_ENCODERS: dict[str, EncoderFactory] = {"flat": lambda obs_dim: None}
+ENCODERS = Registry("encoder", "register_encoder", {"flat": lambda obs_dim: None})
 
 
 def register_encoder(name: str, factory: EncoderFactory) -> None:
     """Make `SACConfig(encoder=name)` build its networks with `factory(obs_dim)`."""
-    if not isinstance(name, str) or not name:
-        checks.fail("register_encoder", "name", name, "a non-empty string")
-    if name == "flat":
-        checks.fail("register_encoder", "name", name, "a name other than the built-in 'flat'")
-    if not callable(factory):
-        checks.fail("register_encoder", "factory", factory, "callable obs_dim -> flax module")
-    _ENCODERS[name] = factory
+    ENCODERS.add(name, factory, factory, "obs_dim -> flax module")
 
 
 def registered_encoders() -> list[str]:
     """The names `SACConfig.encoder` accepts in this process."""
-    return sorted(_ENCODERS)
+    return ENCODERS.names()
 
 
-def make_encoder(name: str, obs_dim: int) -> Encoder | None:
-    """The encoder registered as `name` for observations of obs_dim entries."""
-    if name not in _ENCODERS:
-        checks.fail("SACConfig", "encoder", name, f"one of the registered encoders "
-                    f"{registered_encoders()} (jaxsac.networks.register_encoder adds one)")
-    encoder = _ENCODERS[name](obs_dim)
+def make_encoder(name: str, obs_dim: int | None) -> Encoder | None:
+    """The encoder registered as `name` for observations of obs_dim entries (None: not
+    known, which only the built-in "flat" encoder accepts)."""
+    if name not in ENCODERS:
+        ENCODERS.missing("SACConfig", "encoder", name)
+    if name != "flat" and obs_dim is None:
+        checks.fail("policy_head", "obs_dim", obs_dim,
+                    f"the observation size for the registered encoder {name!r}")
+    encoder = ENCODERS[name](obs_dim)
     if encoder is not None and not isinstance(encoder, nn.Module):
         raise ValueError(f"the encoder factory registered as {name!r} returned "
                          f"{type(encoder).__name__}: must return a flax module or None")

@@ -12,8 +12,11 @@ number of actions (Discrete), and out the critic family's output (jaxsac.network
     mode(actor_params, obs) -> the deterministic actions [B, *action shape]
     q_taken(critic_params, obs, action [B, ...]) -> the critics' out at the taken
         actions [N, B, *T]
-    soft_value(actor_params, critic_params, obs, alpha, key)
-        -> E_{a~π}[next_value(out(s, a)) − α log π(a|s)] [B, *T] (the target's soft value)
+    target_inputs(actor_params, critic_params, obs, alpha, key)
+        -> (next_out, entropy, probs), what the critic family's `td_target` takes at s':
+        the critics' out at a' ~ π with α log π(a'|s') [B] and probs None (one
+        reparameterised sample), or at every action with α log π(·|s') [B, |A|] and
+        π(·|s') [B, |A|] (an exact expectation)
     policy_objective(actor_params, critic_params, obs, alpha, key)
         -> (actor loss per sample [B], log π term [B]: its mean is minus the entropy)
     auto_target_entropy(scale) -> the target entropy of target_entropy="auto"
@@ -34,11 +37,11 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxsac import checks
 from jaxsac.config import SACConfig
-from jaxsac.networks.critics import CriticFamily, make_critic
-from jaxsac.networks.encoders import make_encoder
+from jaxsac.networks.critics import CRITICS, CriticFamily, make_critic
+from jaxsac.networks.encoders import ENCODERS, make_encoder
 from jaxsac.networks.layers import MLP
+from jaxsac.networks.registry import Registry
 from jaxsac.networks.settings import NetworkSettings
 
 LOG_STD_MIN = -5.0
@@ -122,12 +125,6 @@ def categorical_log_probs(logits: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jnp.exp(log_probs), log_probs
 
 
-def _trailing(x: jax.Array, like: jax.Array) -> jax.Array:
-    """x [B(, |A|)] with an axis of size 1 appended for each trailing value axis of `like`
-    ([B(, |A|), *T]), so it broadcasts against it; x itself for scalar values."""
-    return x.reshape(x.shape + (1,) * (like.ndim - x.ndim))
-
-
 @runtime_checkable
 class PolicyHead(Protocol):
     """See the module docstring for shapes."""
@@ -144,8 +141,9 @@ class PolicyHead(Protocol):
 
     def q_taken(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array: ...
 
-    def soft_value(self, actor_params: Any, critic_params: Any, obs: jax.Array,
-                   alpha: jax.Array, key: jax.Array) -> jax.Array: ...
+    def target_inputs(self, actor_params: Any, critic_params: Any, obs: jax.Array,
+                      alpha: jax.Array, key: jax.Array
+                      ) -> tuple[jax.Array, jax.Array, jax.Array | None]: ...
 
     def policy_objective(self, actor_params: Any, critic_params: Any, obs: jax.Array,
                          alpha: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]: ...
@@ -184,12 +182,11 @@ class SquashedGaussianHead(NamedTuple):
     def q_taken(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
         return self.critic.apply(critic_params, obs, action)
 
-    def soft_value(self, actor_params: Any, critic_params: Any, obs: jax.Array,
-                   alpha: jax.Array, key: jax.Array) -> jax.Array:
+    def target_inputs(self, actor_params: Any, critic_params: Any, obs: jax.Array,
+                      alpha: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array, None]:
         mean, log_std = self.actor.apply(actor_params, obs)
         action, log_prob = sample_action(mean, log_std, key)
-        next_value = self.critic.next_value(self.critic.apply(critic_params, obs, action))
-        return next_value - alpha * _trailing(log_prob, next_value)
+        return self.critic.apply(critic_params, obs, action), alpha * log_prob, None
 
     def policy_objective(self, actor_params: Any, critic_params: Any, obs: jax.Array,
                          alpha: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -230,13 +227,12 @@ class CategoricalHead(NamedTuple):
         index = action.reshape((1, -1, 1) + (1,) * (out.ndim - 3))
         return jnp.take_along_axis(out, index, axis=2)[:, :, 0]
 
-    def soft_value(self, actor_params: Any, critic_params: Any, obs: jax.Array,
-                   alpha: jax.Array, key: jax.Array) -> jax.Array:
+    def target_inputs(self, actor_params: Any, critic_params: Any, obs: jax.Array,
+                      alpha: jax.Array, key: jax.Array
+                      ) -> tuple[jax.Array, jax.Array, jax.Array]:
         del key  # exact expectation
         probs, log_probs = categorical_log_probs(self.actor.apply(actor_params, obs))
-        next_value = self.critic.next_value(self.critic.apply(critic_params, obs))
-        return jnp.sum(_trailing(probs, next_value)
-                       * (next_value - alpha * _trailing(log_probs, next_value)), axis=1)
+        return self.critic.apply(critic_params, obs), alpha * log_probs, probs
 
     def policy_objective(self, actor_params: Any, critic_params: Any, obs: jax.Array,
                          alpha: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -269,8 +265,9 @@ def _categorical(actions: Any, settings: NetworkSettings, critic: CriticFamily,
 HeadFactory = Callable[[Any, NetworkSettings, CriticFamily, Any], PolicyHead]
 """(action adapter, settings, critic family, encoder or None) -> the head."""
 
-_HEADS: dict[str, tuple[HeadFactory, bool]] = {
-    "continuous": (_squashed_gaussian, False), "discrete": (_categorical, True)}
+HEADS = Registry("policy head", "register_policy_head", {
+    "continuous": (_squashed_gaussian, False), "discrete": (_categorical, True)})
+"""(factory, whether the critics value every action) by action kind."""
 
 
 def register_policy_head(kind: str, factory: HeadFactory, *, critics_value_every_action: bool
@@ -278,13 +275,8 @@ def register_policy_head(kind: str, factory: HeadFactory, *, critics_value_every
     """Make action adapters of `kind` (ModuleActions.kind) train with `factory`'s head.
     critics_value_every_action: the critics give Q(s, ·) for every action (Discrete)
     instead of Q(s, a) for the given one (Box)."""
-    if not isinstance(kind, str) or not kind or kind in ("continuous", "discrete"):
-        checks.fail("register_policy_head", "kind", kind,
-                    "a non-empty string other than the built-in 'continuous' and 'discrete'")
-    if not callable(factory):
-        checks.fail("register_policy_head", "factory", factory,
-                    "callable (actions, settings, critic, encoder) -> PolicyHead")
-    _HEADS[kind] = (factory, bool(critics_value_every_action))
+    HEADS.add(kind, (factory, bool(critics_value_every_action)), factory,
+              "(actions, settings, critic, encoder) -> PolicyHead")
 
 
 def policy_head(actions: Any, settings: Any = None, obs_dim: int | None = None
@@ -292,16 +284,25 @@ def policy_head(actions: Any, settings: Any = None, obs_dim: int | None = None
     """The head of an action adapter (`jaxsac.connectors.module_actions`), chosen by its
     `kind` ("continuous": SquashedGaussianHead over `actions.dim` entries, "discrete":
     CategoricalHead over `actions.dim` actions, or a registered kind), with the encoder
-    and critic family `settings` names, for observations of obs_dim entries.
+    and critic family `settings` names, for observations of obs_dim entries (needed by
+    any encoder but the built-in "flat").
 
     settings: a NetworkSettings, or anything holding its fields (a SACConfig); None:
     the defaults."""
     settings = NetworkSettings.of(SACConfig() if settings is None else settings)
-    if actions.kind not in _HEADS:
-        raise ValueError(f"action adapter {actions!r} has kind={actions.kind!r}, which has no "
-                         f"policy head; kinds with one: {sorted(_HEADS)} "
-                         "(jaxsac.networks.register_policy_head adds one)")
-    factory, every_action = _HEADS[actions.kind]
-    encoder = make_encoder(settings.encoder, obs_dim or 0)
+    if actions.kind not in HEADS:
+        HEADS.missing("policy_head", "actions.kind", actions.kind)
+    factory, every_action = HEADS[actions.kind]
+    encoder = make_encoder(settings.encoder, obs_dim)
     critic = make_critic(settings, actions.dim if every_action else 0, encoder)
-    return factory(actions, settings, critic, encoder)
+    head = factory(actions, settings, critic, encoder)
+    if not isinstance(head, PolicyHead):
+        raise ValueError(f"the policy head registered for kind {actions.kind!r} returned "
+                         f"{type(head).__name__}, which lacks PolicyHead's members")
+    return head
+
+
+def uses_builtin_networks(settings: Any) -> bool:
+    """Whether `settings` (a NetworkSettings or a SACConfig) name only jaxsac's own
+    encoder and critic family, whose code cannot change under the same name."""
+    return settings.encoder in ENCODERS.builtins and settings.critic in CRITICS.builtins

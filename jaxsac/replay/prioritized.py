@@ -141,7 +141,7 @@ def prioritized_sampler(capacity: int, alpha: float, beta: float, eps: float,
     of `episode_buffer` (alpha, beta, eps, beta_final, beta_steps).
 
     Its words are `jax.random.bits`'s, computed as straight-line code
-    (`random_bits.uint32_bits`: its sample + update 25% faster, docs/performance.md).
+    (`random_bits.uint32_bits`, the faster one in this program: docs/performance.md).
     """
     return StartSampler(
         empty_trees=functools.partial(empty_trees, capacity),

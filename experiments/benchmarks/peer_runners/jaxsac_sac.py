@@ -12,7 +12,7 @@ with --stop-at-return the callback also stops the run once the period's evaluati
 reaches that return.
 
 --api make_train (the default for --num-seeds > 1; JAX backend only): the whole run as
-one assembly, `jax.jit(jax.vmap(jaxsac.make_train(config, period_callback=...)))(split(
+one program, `jax.jit(jax.vmap(jaxsac.make_train(config, period_callback=...)))(split(
 key(seed), n))`, as rejax's runner does it. The timestamps come from the period
 callback, which the program calls at each log period's end after its evaluation, the
 same kind of timestamp the rejax runner takes in its evaluation callback.
