@@ -246,7 +246,13 @@ def open_step(directory: str | os.PathLike, step: int | None, owner: str
     manager = storage.reader(directory)
     try:
         config, meta = storage.read_json(manager, directory, step, ("config", "meta"), _parse)
-        yield OpenStep(directory, step, config, meta, manager)
+        opened = OpenStep(directory, step, config, meta, manager)
+        if meta["format_version"] == 1:
+            warnings.warn(f"{opened.where} is a format-1 checkpoint: its config and env "
+                          "metadata carry no checksum, so an edit to them goes unnoticed; "
+                          "save it again with checkpoint.save (after restore) to write "
+                          f"format {FORMAT_VERSION}", stacklevel=4)
+        yield opened
     finally:
         manager.close()
 

@@ -310,6 +310,13 @@ def module_actions(space: gymnasium.Space | int, owner: str = "env") -> ModuleAc
                 f"in [-1, 1] cannot be rescaled to infinite bounds); {SUPPORTED_ACTION_SPACES}")
         low = np.asarray(space.low, np.float32).reshape(-1)
         high = np.asarray(space.high, np.float32).reshape(-1)
+        with np.errstate(over="ignore"):
+            width = high - low
+        if not np.all(np.isfinite(width)):
+            raise ValueError(
+                f"{owner}: action_space={space} is not supported (the width high - low of "
+                "its bounds overflows float32, so actions in [-1, 1] cannot be rescaled to "
+                f"it); {SUPPORTED_ACTION_SPACES}")
         return BoxActions(tuple(map(float, low)), tuple(map(float, high)), tuple(space.shape))
     raise ValueError(f"{owner}: action_space={space} is not supported "
                      f"({type(space).__name__} actions); {SUPPORTED_ACTION_SPACES}")

@@ -77,7 +77,10 @@ class FaultyEnv(gymnasium.Env):
     `fail_at_steps` (1-based, counting attempts) when its first reset was seeded with
     `fail_env_seed` (any seed when None); `reset` raises when `fail_reset`. On the
     lifetime steps in `nan_obs_at_steps` the observation is NaN, in `inf_reward_at_steps`
-    the reward is inf, in `bad_shape_at_steps` the observation has 4 entries.
+    the reward is inf, in `bad_shape_at_steps` the observation has 4 entries, in
+    `huge_obs_at_steps` it is float64 with an entry of 1e39 (finite, but inf as float32),
+    in `huge_reward_at_steps` the reward is 1e39, in `vector_reward_at_steps` the
+    reward has shape (2,).
 
     Every step that returns is logged in `FaultyEnv.LOG` as (obs, action, reward,
     next obs), so a test can check that each stored transition is one an env produced.
@@ -88,13 +91,17 @@ class FaultyEnv(gymnasium.Env):
     LOG: list = []
 
     def __init__(self, fail_at_steps=(), fail_env_seed=None, fail_reset=False,
-                 nan_obs_at_steps=(), inf_reward_at_steps=(), bad_shape_at_steps=()):
+                 nan_obs_at_steps=(), inf_reward_at_steps=(), bad_shape_at_steps=(),
+                 huge_obs_at_steps=(), huge_reward_at_steps=(), vector_reward_at_steps=()):
         self.fail_at_steps = tuple(fail_at_steps)
         self.fail_env_seed = fail_env_seed
         self.fail_reset = fail_reset
         self.nan_obs_at_steps = tuple(nan_obs_at_steps)
         self.inf_reward_at_steps = tuple(inf_reward_at_steps)
         self.bad_shape_at_steps = tuple(bad_shape_at_steps)
+        self.huge_obs_at_steps = tuple(huge_obs_at_steps)
+        self.huge_reward_at_steps = tuple(huge_reward_at_steps)
+        self.vector_reward_at_steps = tuple(vector_reward_at_steps)
         self.first_seed = None
         self.lifetime_steps = 0
         self.t = 0
@@ -127,6 +134,13 @@ class FaultyEnv(gymnasium.Env):
             reward = np.inf
         if self.lifetime_steps in self.bad_shape_at_steps:
             obs = np.append(obs, np.float32(0))
+        if self.lifetime_steps in self.huge_obs_at_steps:
+            obs = obs.astype(np.float64)
+            obs[2] = 1e39
+        if self.lifetime_steps in self.huge_reward_at_steps:
+            reward = 1e39
+        if self.lifetime_steps in self.vector_reward_at_steps:
+            reward = np.array([reward, reward])
         FaultyEnv.LOG.append((before, np.array(action, np.float32), reward, obs.copy()))
         return obs, reward, False, False, {}
 

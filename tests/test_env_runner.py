@@ -303,6 +303,9 @@ BOX_ACT = gymnasium.spaces.Box(-1, 1, (2,), np.float32)
                                              r"supported \(MultiDiscrete actions"),
     (gymnasium.spaces.MultiBinary(3), r"\(MultiBinary actions"),
     (gymnasium.spaces.Box(-np.inf, np.inf, (2,)), r"\(unbounded Box"),
+    # Finite bounds whose width high - low is inf in float32: rescaled actions were NaN.
+    (gymnasium.spaces.Box(np.finfo(np.float32).min, np.finfo(np.float32).max, (2,),
+                          np.float32), r"\(the width high - low of its bounds overflows"),
 ])
 def test_unsupported_action_spaces(action_space, reason):
     with pytest.raises(ValueError, match=reason + r".*supported action spaces: Box with "

@@ -148,6 +148,15 @@ def test_an_env_that_keeps_failing_stops_the_run_after_saving_its_state(tmp_path
     ({"bad_shape_at_steps": (4,)}, r"env \d \('jaxsac_test/Faulty-v0'\) returned an "
                                    r"observation of shape \(4,\) from step; its "
                                    r"observation_space has shape \(3,\) at its env step 4"),
+    # Finite as float64 but inf in the float32 the buffer stores: checked after the cast.
+    ({"huge_obs_at_steps": (2,)}, r"env \d \('jaxsac_test/Faulty-v0'\) returned an "
+                                  r"observation that is not finite as float32 \[2\.0, 2\.0, "
+                                  r"1e\+39\] from step at its env step 2"),
+    ({"huge_reward_at_steps": (3,)}, r"env \d \('jaxsac_test/Faulty-v0'\) returned the "
+                                     r"reward 1e\+39, not finite as float32, at its env step 3"),
+    ({"vector_reward_at_steps": (2,)}, r"env \d \('jaxsac_test/Faulty-v0'\) returned a "
+                                       r"reward of shape \(2,\); a reward is one number, at "
+                                       r"its env step 2"),
 ])
 @pytest.mark.parametrize("vectorization", ["sync", "async"])
 def test_env_data_that_cannot_be_trained_on_is_named(kwargs, message, vectorization):

@@ -261,14 +261,18 @@ def test_a_checkpoint_of_the_previous_layout_restores_and_resumes(tmp_path):
     directory = tmp_path / "ckpt"
     shutil.copytree(os.path.join(os.path.dirname(__file__), "data", "checkpoint_v1"),
                     directory)
-    state, stored = jaxsac.checkpoint.restore(directory)  # every checksum verified
+    # Every array's checksum is verified; the config and meta of format 1 have none.
+    with pytest.warns(UserWarning, match=r"format-1 checkpoint: its config and env metadata "
+                                         r"carry no checksum"):
+        state, stored = jaxsac.checkpoint.restore(directory)
     assert int(np.max(state.iteration)) == 1_200 and state.iteration.shape == (2,)
     config = stored.replace(checkpoint_dir=str(directory), resume=True,
                             total_env_steps=1_600)
     result = train(config, num_seeds=2, progress=False)
     assert result.metrics["env_steps"].tolist() == [[1_600, 1_600]]
     assert jaxsac.checkpoint.latest_step(directory) == 1_600
-    policy = jaxsac.load_policy(directory, step=1_200, seed_index=1)
+    with pytest.warns(UserWarning, match="format-1 checkpoint"):
+        policy = jaxsac.load_policy(directory, step=1_200, seed_index=1)
     assert policy(np.zeros(3, np.float32)).shape == (1,)
 
 

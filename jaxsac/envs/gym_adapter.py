@@ -171,7 +171,9 @@ class EnvDataError(ValueError):
 class CheckData(gymnasium.Wrapper):
     """Raises `EnvDataError`, naming the env (index and id) and its step, when the
     wrapped env's `reset` or `step` returns an observation of another shape than its
-    observation space's, a non-finite float observation, or a non-finite reward.
+    observation space's, a float observation or a reward that is not finite as the
+    float32 the buffer stores (1e39 is finite as float64, inf as float32), or a reward
+    that is not one number.
 
     Nothing such an env returns reaches the replay buffer, where a NaN would end the
     run much later as "non-finite losses" without saying where it came from. A step
@@ -197,6 +199,9 @@ class CheckData(gymnasium.Wrapper):
                        f"observation_space has shape {self._shape}")
         if np.issubdtype(array.dtype, np.floating) and not np.all(np.isfinite(array)):
             self._fail(f"returned a non-finite observation {array.tolist()} from {call}")
+        if np.issubdtype(array.dtype, np.floating) and not np.all(_finite_as_float32(array)):
+            self._fail(f"returned an observation that is not finite as float32 "
+                       f"{array.tolist()} from {call}")
 
     def reset(self, **kwargs: Any):
         obs, info = self.env.reset(**kwargs)
@@ -210,7 +215,17 @@ class CheckData(gymnasium.Wrapper):
         if numeric and not np.all(np.isfinite(action)):
             return obs, reward, terminated, truncated, info
         self._check_obs(obs, "step")
+        if np.ndim(reward) != 0:
+            self._fail(f"returned a reward of shape {np.shape(reward)}; a reward is one number,")
         if not np.isfinite(reward):
             self._fail(f"returned the non-finite reward {reward!r}")
+        if not _finite_as_float32(reward):
+            self._fail(f"returned the reward {reward!r}, not finite as float32,")
         return obs, reward, terminated, truncated, info
+
+
+def _finite_as_float32(x: Any) -> np.ndarray:
+    """Whether each entry of `x` stays finite in the float32 the replay buffer stores."""
+    with np.errstate(over="ignore"):
+        return np.isfinite(np.asarray(x, np.float32))
 
