@@ -9,6 +9,7 @@ program at the end of each log period); gymnasium envs run on the host
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import jax
@@ -18,7 +19,7 @@ import numpy as np
 from jaxsac import connectors, envs
 from jaxsac.assembly import Assembly, act, assemble, deterministic_policy
 from jaxsac.config import SACConfig
-from jaxsac.envs import EnvFailureError
+from jaxsac.envs import EnvDataError, EnvFailureError
 from jaxsac.runners import GymRunner
 
 
@@ -57,9 +58,10 @@ def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
 
     Env faults do not end the evaluation: an env that raises is rebuilt (up to
     `config.max_env_restarts` times in a row, as in training) and its episode is
-    dropped, NaN in the returns; an env that keeps failing drops the episodes not yet
-    finished. It never raises for an env's fault, so a periodic evaluation cannot end a
-    training run.
+    dropped, NaN in the returns; an env that keeps failing, or returns data that cannot
+    be evaluated on (`EnvDataError`), drops the episodes not yet finished, with a
+    warning naming it as an evaluation env. It never raises for an env's fault, so a
+    periodic evaluation cannot end a training run.
     """
     seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
     total = np.zeros(num_episodes)
@@ -67,7 +69,8 @@ def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
     dropped = np.zeros(num_episodes, bool)
     try:
         runner = GymRunner(config.env_id, num_episodes, "sync", config.max_env_restarts, seed)
-    except EnvFailureError:
+    except (EnvFailureError, EnvDataError) as error:
+        _warn_dropped(error)
         return np.full(num_episodes, np.nan)
     try:
         policy = deterministic_policy(config, runner.obs_dim, runner.actions)
@@ -80,11 +83,19 @@ def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
             dropped |= ~finished & step.failed
             finished |= step.terminated | step.truncated
             raw_obs = step.next_obs
-    except EnvFailureError:
+    except (EnvFailureError, EnvDataError) as error:
+        _warn_dropped(error)
         dropped |= ~finished
     finally:
         runner.close()
     return np.where(dropped, np.nan, total)
+
+
+def _warn_dropped(error: Exception) -> None:
+    """The warning for evaluation episodes dropped by `error`, naming the env as an
+    evaluation env (its message starts "env <index> (<id>)")."""
+    warnings.warn(f"evaluation {error}; the evaluation episodes not yet finished are "
+                  "dropped (eval_failures)", stacklevel=3)
 
 
 def evaluate(config: SACConfig, actor_params: Any, key: jax.Array, num_episodes: int = 10,

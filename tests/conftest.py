@@ -69,6 +69,8 @@ EARLY_FAULT_ENV_ID = "jaxsac_test/FaultyAtThirdStep-v0"
 """Every instance raises on its 3rd step: no episode reaches the time limit."""
 LATE_FAULT_ENV_ID = "jaxsac_test/FaultyAtSeventiethStep-v0"
 """Every instance raises on its 70th step."""
+NAN_AT_SECOND_STEP_ENV_ID = "jaxsac_test/NaNAtSecondStep-v0"
+"""Every instance's observation is NaN on its 2nd step."""
 
 
 class FaultyEnv(gymnasium.Env):
@@ -168,5 +170,9 @@ for env_id, fail_at in ((RECURRING_FAULT_ENV_ID, (7,)), (EARLY_FAULT_ENV_ID, (3,
     if env_id not in gymnasium.registry:
         gymnasium.register(env_id, entry_point=FaultyEnv, kwargs={"fail_at_steps": fail_at},
                            max_episode_steps=FAULTY_EPISODE_STEPS, disable_env_checker=True)
+if NAN_AT_SECOND_STEP_ENV_ID not in gymnasium.registry:
+    gymnasium.register(NAN_AT_SECOND_STEP_ENV_ID, entry_point=FaultyEnv,
+                       kwargs={"nan_obs_at_steps": (2,)}, max_episode_steps=FAULTY_EPISODE_STEPS,
+                       disable_env_checker=True)
 if SPACES_ENV_ID not in gymnasium.registry:
     gymnasium.register(SPACES_ENV_ID, entry_point=SpacesEnv, disable_env_checker=True)

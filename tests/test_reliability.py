@@ -24,6 +24,7 @@ from tests.conftest import (
     EARLY_FAULT_ENV_ID,
     FAULTY_ENV_ID,
     LATE_FAULT_ENV_ID,
+    NAN_AT_SECOND_STEP_ENV_ID,
     RECURRING_FAULT_ENV_ID,
     FaultyEnv,
 )
@@ -127,6 +128,18 @@ def test_evaluation_gives_up_on_an_env_that_keeps_failing_without_raising():
         with GymRunner(FAULTY_ENV_ID, 1, max_env_restarts=0,
                        env_kwargs={"fail_at_steps": (1,)}) as runner:
             runner.step_packed(np.zeros((1, 1), np.float32))
+
+
+def test_bad_data_from_an_evaluation_env_drops_episodes_and_never_raises():
+    """An evaluation env returning a NaN observation: its evaluation is dropped (NaN
+    returns, counted as eval failures by the loop), with a warning naming it as an
+    evaluation env, instead of an EnvDataError that would end the run."""
+    config = faulty_config(NAN_AT_SECOND_STEP_ENV_ID)
+    params = jaxsac.make_learner(config, 3, 1).init(jax.random.key(0)).actor_params
+    with pytest.warns(UserWarning, match=r"evaluation env \d \('jaxsac_test/NaNAtSecondStep"
+                                         r"-v0'\) returned a non-finite observation"):
+        returns = jaxsac.evaluate(config, params, jax.random.key(1), num_episodes=3)
+    assert returns.shape == (3,) and np.isnan(returns).all()
 
 
 def test_an_env_that_keeps_failing_stops_the_run_after_saving_its_state(tmp_path):
