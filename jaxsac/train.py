@@ -22,7 +22,7 @@ import numpy as np
 from jaxsac import checkpoint, checks, sharding
 from jaxsac.assembly import TrainState, run_keys, validate
 from jaxsac.config import SACConfig
-from jaxsac.envs import EnvFailureError
+from jaxsac.envs import EnvDataError, EnvFailureError
 from jaxsac.host_loop import HostLoop, host_runner, stack_rows
 from jaxsac.jax_loop import kept_jax_loop
 from jaxsac.learner import LearnerState
@@ -153,9 +153,9 @@ def run_log_periods(config: SACConfig, loop: Loop, keys: jax.Array, num_seeds: i
                         and checkpoints.directory else state)
             try:
                 new_state, period_rows = loop.run_chunk(state, period, period + 1)
-            except EnvFailureError as e:
+            except (EnvFailureError, EnvDataError) as e:  # an env's fault: keep the run
                 checkpoints.save(previous)
-                raise EnvFailureError(
+                raise type(e)(
                     f"{e}; the state at the start of log period {period} (env steps "
                     f"{period * config.log_every}) was saved{checkpoints.where()}") from e
             row = jax.tree.map(lambda x: x[0], jax.device_get(period_rows))
@@ -167,8 +167,16 @@ def run_log_periods(config: SACConfig, loop: Loop, keys: jax.Array, num_seeds: i
                     f"last finite state was saved" + checkpoints.where())
             rows.append(row)
             logger.log(row)
-            stop = bool(callback is not None and callback(row, new_state))
             state = new_state
+            try:
+                stop = bool(callback is not None and callback(row, state))
+            except Exception as e:  # the user's code: keep the run it was given
+                checkpoints.save(state)
+                e.add_note(f"jaxsac.train: the callback raised after log period {period}; "
+                           f"the state it was given (env steps "
+                           f"{(period + 1) * config.log_every}) was saved"
+                           f"{checkpoints.where()}")
+                raise
             checkpoints.maybe_save(state, last=stop or period + 1 == periods)
             if stop:
                 break

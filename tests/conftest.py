@@ -71,6 +71,8 @@ LATE_FAULT_ENV_ID = "jaxsac_test/FaultyAtSeventiethStep-v0"
 """Every instance raises on its 70th step."""
 NAN_AT_SECOND_STEP_ENV_ID = "jaxsac_test/NaNAtSecondStep-v0"
 """Every instance's observation is NaN on its 2nd step."""
+NAN_AT_FORTIETH_STEP_ENV_ID = "jaxsac_test/NaNAtFortiethStep-v0"
+"""Every instance's observation is NaN on its 40th step."""
 
 
 class FaultyEnv(gymnasium.Env):
@@ -82,7 +84,8 @@ class FaultyEnv(gymnasium.Env):
     the reward is inf, in `bad_shape_at_steps` the observation has 4 entries, in
     `huge_obs_at_steps` it is float64 with an entry of 1e39 (finite, but inf as float32),
     in `huge_reward_at_steps` the reward is 1e39, in `vector_reward_at_steps` the
-    reward has shape (2,).
+    reward has shape (2,). While `FaultyEnv.FAILING_CONSTRUCTIONS` is positive, a
+    construction in this process counts it down and raises.
 
     Every step that returns is logged in `FaultyEnv.LOG` as (obs, action, reward,
     next obs), so a test can check that each stored transition is one an env produced.
@@ -91,10 +94,14 @@ class FaultyEnv(gymnasium.Env):
     observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (3,), np.float32)
     action_space = gymnasium.spaces.Box(-1.0, 1.0, (1,), np.float32)
     LOG: list = []
+    FAILING_CONSTRUCTIONS = 0
 
     def __init__(self, fail_at_steps=(), fail_env_seed=None, fail_reset=False,
                  nan_obs_at_steps=(), inf_reward_at_steps=(), bad_shape_at_steps=(),
                  huge_obs_at_steps=(), huge_reward_at_steps=(), vector_reward_at_steps=()):
+        if FaultyEnv.FAILING_CONSTRUCTIONS > 0:
+            FaultyEnv.FAILING_CONSTRUCTIONS -= 1
+            raise RuntimeError("injected construction failure")
         self.fail_at_steps = tuple(fail_at_steps)
         self.fail_env_seed = fail_env_seed
         self.fail_reset = fail_reset
@@ -170,9 +177,9 @@ for env_id, fail_at in ((RECURRING_FAULT_ENV_ID, (7,)), (EARLY_FAULT_ENV_ID, (3,
     if env_id not in gymnasium.registry:
         gymnasium.register(env_id, entry_point=FaultyEnv, kwargs={"fail_at_steps": fail_at},
                            max_episode_steps=FAULTY_EPISODE_STEPS, disable_env_checker=True)
-if NAN_AT_SECOND_STEP_ENV_ID not in gymnasium.registry:
-    gymnasium.register(NAN_AT_SECOND_STEP_ENV_ID, entry_point=FaultyEnv,
-                       kwargs={"nan_obs_at_steps": (2,)}, max_episode_steps=FAULTY_EPISODE_STEPS,
-                       disable_env_checker=True)
+for env_id, nan_at in ((NAN_AT_SECOND_STEP_ENV_ID, (2,)), (NAN_AT_FORTIETH_STEP_ENV_ID, (40,))):
+    if env_id not in gymnasium.registry:
+        gymnasium.register(env_id, entry_point=FaultyEnv, kwargs={"nan_obs_at_steps": nan_at},
+                           max_episode_steps=FAULTY_EPISODE_STEPS, disable_env_checker=True)
 if SPACES_ENV_ID not in gymnasium.registry:
     gymnasium.register(SPACES_ENV_ID, entry_point=SpacesEnv, disable_env_checker=True)

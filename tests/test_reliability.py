@@ -24,6 +24,7 @@ from tests.conftest import (
     EARLY_FAULT_ENV_ID,
     FAULTY_ENV_ID,
     LATE_FAULT_ENV_ID,
+    NAN_AT_FORTIETH_STEP_ENV_ID,
     NAN_AT_SECOND_STEP_ENV_ID,
     RECURRING_FAULT_ENV_ID,
     FaultyEnv,
@@ -128,6 +129,53 @@ def test_evaluation_gives_up_on_an_env_that_keeps_failing_without_raising():
         with GymRunner(FAULTY_ENV_ID, 1, max_env_restarts=0,
                        env_kwargs={"fail_at_steps": (1,)}) as runner:
             runner.step_packed(np.zeros((1, 1), np.float32))
+
+
+@pytest.mark.parametrize("max_env_restarts", [1, 2])
+def test_a_failing_constructor_goes_through_the_restart_budget(max_env_restarts):
+    """The env fails on its 3rd step, and the rebuild's first construction raises: with
+    a budget of 2 the second construction is taken, with 1 the run stops with
+    EnvFailureError naming the constructor's error (not a raw RuntimeError)."""
+    with GymRunner(FAULTY_ENV_ID, 1, seed=0, max_env_restarts=max_env_restarts,
+                   env_kwargs={"fail_at_steps": (3,)}) as runner:
+        FaultyEnv.FAILING_CONSTRUCTIONS = 1
+        try:
+            if max_env_restarts == 1:
+                with pytest.raises(EnvFailureError, match=r"gave up after 2 consecutive "
+                                   r"failures \(max_env_restarts=1\); last error: "
+                                   r"RuntimeError: injected construction failure"):
+                    for _ in range(3):
+                        runner.step_packed(np.zeros((1, 1), np.float32))
+                return
+            for _ in range(5):
+                runner.step_packed(np.zeros((1, 1), np.float32))
+            assert runner.num_env_restarts == 1 and FaultyEnv.FAILING_CONSTRUCTIONS == 0
+        finally:
+            FaultyEnv.FAILING_CONSTRUCTIONS = 0
+
+
+def test_bad_env_data_in_training_stops_the_run_after_saving_its_state(tmp_path):
+    """Both envs return a NaN observation on their 40th step, in log period 1 (30
+    iterations of 2 envs each): the state at the period's start is saved first."""
+    config = faulty_config(NAN_AT_FORTIETH_STEP_ENV_ID, checkpoint_dir=str(tmp_path / "c"))
+    with pytest.raises(EnvDataError, match=r"non-finite observation .* the state at the start "
+                                           r"of log period 1 \(env steps 60\) was saved to"):
+        jaxsac.train(config, progress=False)
+    assert checkpoint.latest_step(config.checkpoint_dir) == 60
+
+
+def test_a_raising_callback_stops_the_run_after_saving_the_state_it_was_given(tmp_path):
+    config = jaxsac.SACConfig(**TINY, checkpoint_dir=str(tmp_path / "c"))
+
+    def callback(row, state):
+        if row["env_steps"] == 400:
+            raise KeyError("a bug in the callback")
+
+    with pytest.raises(KeyError, match="a bug in the callback") as error:
+        jaxsac.train(config, callback=callback, progress=False)
+    assert any("the state it was given (env steps 400) was saved to" in note
+               for note in error.value.__notes__)
+    assert checkpoint.latest_step(config.checkpoint_dir) == 400
 
 
 def test_bad_data_from_an_evaluation_env_drops_episodes_and_never_raises():

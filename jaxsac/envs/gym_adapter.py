@@ -95,16 +95,16 @@ class RestartOnFailure(gymnasium.Wrapper):
     A failed `step` is reported as the end of the episode at its last good step:
     (last good obs, reward 0, terminated False, truncated True, info["env_failure"]).
     The vector env's NEXT_STEP autoreset then resets the rebuilt env on the next call.
-    A failed `reset` is retried on a rebuilt env. Every rebuild adds one to
-    info["env_restarts"]. Up to `max_env_restarts` failures in a row (with no
-    successful step in between) are rebuilt; the next one raises `EnvFailureError`.
+    A failed `reset` is retried on a rebuilt env, and a failed construction (the first
+    one or a rebuild's) is tried again. Every rebuild adds one to info["env_restarts"].
+    Up to `max_env_restarts` failures in a row of any of these (with no successful step
+    in between) are survived; the next one raises `EnvFailureError`.
     A rebuilt env is reset with a seed derived from (seed, index, restarts), so a
     seeded run is reproducible.
     """
 
     def __init__(self, make_env: GymEnvFactory, index: int, max_env_restarts: int,
                  seed: int | None = None):
-        super().__init__(make_env())
         self._make_env = make_env
         self._index = index
         self._max_env_restarts = max_env_restarts
@@ -113,8 +113,10 @@ class RestartOnFailure(gymnasium.Wrapper):
         self._total_restarts = 0
         self._reseed = False
         self._last_obs: Any = None
+        super().__init__(self._construct())
 
-    def _rebuild(self, error: BaseException) -> None:
+    def _count_failure(self, error: BaseException) -> None:
+        """One more failure in a row; `EnvFailureError` once they exceed the budget."""
         self._consecutive_failures += 1
         if self._consecutive_failures > self._max_env_restarts:
             count = self._consecutive_failures
@@ -123,12 +125,24 @@ class RestartOnFailure(gymnasium.Wrapper):
                 f"consecutive failure{'s' if count != 1 else ''} (max_env_restarts="
                 f"{self._max_env_restarts}); last error: {type(error).__name__}: {error}"
             ) from error
+
+    def _construct(self) -> gymnasium.Env:
+        """A new env from the factory, tried again while its construction fails (each
+        failure counted against the budget)."""
+        while True:
+            try:
+                return self._make_env()
+            except Exception as e:  # a constructor can fail transiently too
+                self._count_failure(e)
+
+    def _rebuild(self, error: BaseException) -> None:
+        self._count_failure(error)
         try:
             self.env.close()
         except Exception:  # the broken env may not close cleanly
             pass
+        self.env = self._construct()
         self._total_restarts += 1
-        self.env = self._make_env()
         self._reseed = self._seed is not None
 
     def _restart_seed(self) -> int:
