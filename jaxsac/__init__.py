@@ -11,7 +11,7 @@ The package is layered: each module imports only from the layers listed before i
     records       types, checks, field_roles
     config        config
     components    envs, networks, connectors, agents, logger, distributed, compilation,
-                  tuned, storage
+                  tuned, storage, memory
     pieces        replay, learner, runners, sharding
     schedule      schedule, metrics
     assembly      assembly

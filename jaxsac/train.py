@@ -19,8 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsac import checkpoint, checks, sharding
-from jaxsac.assembly import TrainState, run_keys, validate
+from jaxsac import checkpoint, checks, memory, sharding
+from jaxsac.assembly import Assembly, TrainState, init_state, run_keys, validate
 from jaxsac.config import SACConfig
 from jaxsac.envs import EnvDataError, EnvFailureError
 from jaxsac.host_loop import HostLoop, host_runner, stack_rows
@@ -132,12 +132,32 @@ def _check_one_device(config: SACConfig, mesh: jax.sharding.Mesh | None) -> None
                          "host loop runs one shard)")
 
 
+def check_state_fits(assembly: Assembly, keys: jax.Array, num_seeds: int) -> None:
+    """MemoryError naming the bytes and the settings to change when the state of
+    `num_seeds` seeds would not fit in the devices' free memory (from its shapes alone:
+    nothing is allocated)."""
+    one_seed = jax.eval_shape(lambda key: init_state(assembly, key),
+                              keys[0] if num_seeds > 1 else keys)
+    buffer = memory.tree_bytes(one_seed.buffer) * num_seeds
+    total = memory.tree_bytes(one_seed) * num_seeds
+    config = assembly.module_config
+    devices = (list(assembly.placement.mesh.devices.flat) if assembly.placement is not None
+               else jax.local_devices()[:1])
+    memory.check_fits(
+        "train", total, devices,
+        f"{buffer / memory.GIB:.2f} GiB of it the replay buffer of buffer_capacity="
+        f"{config.buffer_capacity} env steps, for {num_seeds} seed(s)",
+        "lower buffer_capacity, or num_seeds; checkpoint_buffer and data_shards do not "
+        "change it")
+
+
 def run_log_periods(config: SACConfig, loop: Loop, keys: jax.Array, num_seeds: int,
                     progress: bool, callback: Callback | None = None) -> TrainResult:
     """The log periods of a run from the host, one `loop.run_chunk` call each: resume,
     log, checkpoint, callback, and a stop on non-finite values (the last finite state is
     saved)."""
     checkpoints = CheckpointSchedule(config)
+    check_state_fits(loop.assembly, keys, num_seeds)
     state = checkpoints.resume(loop.init(keys))
     start = checkpoints.env_steps(state) // config.log_every
     first = jax.process_index() == 0  # on several hosts only the first one logs

@@ -16,7 +16,7 @@ import pytest
 from gymnasium.wrappers.utils import RunningMeanStd
 
 import jaxsac
-from jaxsac import checkpoint
+from jaxsac import checkpoint, memory
 from jaxsac.envs import EnvDataError, EnvFailureError
 from jaxsac.replay.state import FAILED, NOT_A_START, RESET, TERMINATED, TRUNCATED
 from jaxsac.runners import GymRunner
@@ -354,3 +354,18 @@ def test_observation_statistics_take_in_only_real_observations():
     np.testing.assert_allclose(stats.count, reference.count, rtol=1e-6)
     np.testing.assert_allclose(stats.mean, reference.mean, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(stats.var, reference.var, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["jax", "gymnasium"])
+def test_a_state_too_large_for_memory_is_refused_before_anything_is_allocated(monkeypatch,
+                                                                              backend):
+    """1 GiB free against a buffer of 10^8 Pendulum steps: 21 bytes each (obs 3 and
+    action 1 float32, reward float32, flags uint8), 1.96 GiB. The run stops at once with
+    both figures instead of asking the device for them."""
+    monkeypatch.setattr(memory, "_host_bytes_available", lambda: 2**30)
+    config = jaxsac.SACConfig(**{**TINY, "buffer_capacity": 100_000_000, "backend": backend})
+    with pytest.raises(MemoryError, match=r"train: the run's state needs 1\.96 GiB \(1\.96 GiB "
+                                          r"of it the replay buffer of buffer_capacity="
+                                          r"100000000 env steps, for 1 seed\(s\)\), more than "
+                                          r"the 1\.00 GiB free on cpu .*lower buffer_capacity"):
+        jaxsac.train(config, progress=False)
