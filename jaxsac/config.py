@@ -116,7 +116,8 @@ class SACConfig:
     already initialized in this process."""
     sample_timeout_s: float = setting(60.0, RUNNERS, check=Real(0.0, math.inf, open_low=True))
     """Seconds the learner waits for each remote runner's block; a runner that takes
-    longer is replaced, as one whose process died."""
+    longer is replaced, as one whose process died. Remote runners only: without them
+    another value is refused (a step of this process's envs cannot be timed out)."""
     max_env_runner_restarts: int = setting(10, RUNNERS, check=Int(0))
     """Remote runners: replacements of one runner (its actor died or timed out) allowed
     in one `train` call; one more failure stops the run with an error, after a
@@ -424,6 +425,13 @@ def _validate_env_runners(c: SACConfig) -> None:
     owner = "SACConfig"
     if c.ray_address is not None and (not isinstance(c.ray_address, str) or not c.ray_address):
         checks.fail(owner, "ray_address", c.ray_address, 'None, "auto" or a Ray address')
+    default_timeout = next(f.default for f in dataclasses.fields(c)
+                           if f.name == "sample_timeout_s")
+    if c.num_env_runners == 0 and c.sample_timeout_s != default_timeout:
+        checks.fail(owner, "sample_timeout_s", c.sample_timeout_s,
+                    f"{default_timeout} (the default) without remote runners "
+                    "(num_env_runners=0): it times out remote runners' blocks; the envs of "
+                    "this process are stepped in it, where a step cannot be timed out")
     per_runner = c.num_envs_per_env_runner
     if per_runner is None:
         if c.num_env_runners and c.num_envs % c.num_env_runners:

@@ -150,6 +150,9 @@ def test_missing_ray_is_named_with_its_extra(monkeypatch):
     ({"num_envs_per_env_runner": 2}, r"num_envs_per_env_runner=2.*None without remote"),
     ({"num_env_runners": -1}, r"num_env_runners=-1"),
     ({"sample_timeout_s": 0.0}, r"sample_timeout_s=0\.0"),
+    # The local loop cannot time out a step of its own envs: refused, not ignored.
+    ({"sample_timeout_s": 10.0}, r"sample_timeout_s=10\.0 is invalid: must be 60\.0 \(the "
+                                 r"default\) without remote runners"),
     ({"max_env_runner_restarts": -1}, r"max_env_runner_restarts=-1"),
     ({"ray_address": ""}, r"ray_address=''"),
 ])
