@@ -369,3 +369,23 @@ def test_a_state_too_large_for_memory_is_refused_before_anything_is_allocated(mo
                                           r"100000000 env steps, for 1 seed\(s\)\), more than "
                                           r"the 1\.00 GiB free on cpu .*lower buffer_capacity"):
         jaxsac.train(config, progress=False)
+
+
+def test_a_killed_async_worker_is_a_named_env_failure():
+    """The process of one async vector-env worker is killed: the next step is an
+    EnvFailureError naming the runner's envs and the worker's death, which train saves
+    the state for, not a raw EOFError."""
+    runner = GymRunner(FAULTY_ENV_ID, num_envs=2, seed=0, vectorization="async")
+    try:
+        runner.step_packed(np.zeros((2, 1), np.float32))
+        worker = runner._vec_env.processes[1]
+        worker.kill()
+        worker.join(timeout=30)
+        with pytest.raises(EnvFailureError, match=r"envs 0\.\.1 \('jaxsac_test/Faulty-v0'\): a "
+                                                  r"worker process of the async vector env died"):
+            runner.step_packed(np.zeros((2, 1), np.float32))
+    finally:
+        try:
+            runner.close()
+        except Exception:  # closing the vector env of a dead worker may fail; not tested
+            pass

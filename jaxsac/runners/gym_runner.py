@@ -16,6 +16,7 @@ from jaxsac import checks, connectors
 from jaxsac.config import VECTORIZATIONS
 from jaxsac.envs import (
     CheckData,
+    EnvFailureError,
     GymEnvFactory,
     RestartOnFailure,
     check_observation_space,
@@ -230,8 +231,15 @@ class GymRunner:
                              f"(num_envs, *action shape) = {expected}")
         if self._resume_obs is not None:
             return self._reset_rows_after_resume(action)
-        next_obs, reward, terminated, truncated, infos = self._vec_env.step(
-            self.actions.to_env(action))
+        try:
+            next_obs, reward, terminated, truncated, infos = self._vec_env.step(
+                self.actions.to_env(action))
+        except (EOFError, BrokenPipeError, ConnectionResetError) as e:
+            last = self.first_env_index + self.num_envs - 1
+            raise EnvFailureError(
+                f"envs {self.first_env_index}..{last} ({self.env_id!r}): a worker process "
+                f"of the async vector env died ({type(e).__name__}: {e}); its envs cannot "
+                "be stepped") from e
         self.num_env_restarts += _restarts_in(infos)
         next_obs = connectors.flatten_obs(np.asarray(next_obs))
         done = terminated | truncated
