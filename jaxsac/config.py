@@ -206,6 +206,12 @@ class SACConfig:
     """Env steps per log period; each ends with a metrics row and an evaluation."""
     eval_episodes: int = setting(10, EVALUATION, check=Int(1))
     """Episodes of each deterministic evaluation."""
+    eval_max_episode_steps: int = setting(10_000, EVALUATION, NOT_COMPILED, check=Int(1))
+    """Gymnasium envs without a time limit of their own: steps after which an evaluation
+    episode is cut (truncated), so an env that never ends one cannot stall the run."""
+    eval_timeout_s: float = setting(600.0, EVALUATION, NOT_COMPILED, check=POSITIVE)
+    """Gymnasium envs: wall-clock seconds one evaluation may take; the episodes not
+    finished by then are dropped (eval_failures), with a warning."""
     host_block_steps: int = setting(8, RUNNERS, check=Int(1))
     """Gymnasium loop: iterations whose buffer adds and gradient steps run in one jitted
     call (the policy and observation statistics acting within them are those from the

@@ -9,6 +9,7 @@ program at the end of each log period); gymnasium envs run on the host
 
 from __future__ import annotations
 
+import time
 import warnings
 from typing import Any
 
@@ -56,6 +57,10 @@ def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
     per env, stepped on the host. obs_stats: the ObsNormState the policy normalizes with
     (a fresh one, the identity without normalize_obs, when None).
 
+    An episode ends at the env's own time limit, or for an env without one after
+    `config.eval_max_episode_steps` steps (truncated there); episodes not finished
+    within `config.eval_timeout_s` seconds are dropped, with a warning.
+
     Env faults do not end the evaluation: an env that raises is rebuilt (up to
     `config.max_env_restarts` times in a row, as in training) and its episode is
     dropped, NaN in the returns; an env that keeps failing, or returns data that cannot
@@ -77,11 +82,22 @@ def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
         if obs_stats is None:
             obs_stats = connectors.init_obs_norm(runner.obs_dim)
         raw_obs = runner.raw_obs
+        cap = envs.max_episode_steps(config.env_id) or config.eval_max_episode_steps
+        deadline = time.monotonic() + config.eval_timeout_s
+        steps = 0
         while not finished.all():
+            if time.monotonic() > deadline:
+                warnings.warn(f"evaluation of {config.env_id!r} took longer than "
+                              f"eval_timeout_s={config.eval_timeout_s}; its "
+                              f"{int((~finished).sum())} unfinished episode(s) are dropped "
+                              "(eval_failures)", stacklevel=2)
+                dropped |= ~finished
+                break
             step, _ = runner.unpack(runner.step_packed(policy(actor_params, obs_stats, raw_obs)))
+            steps += 1
             total += np.where(finished, 0.0, step.reward)
             dropped |= ~finished & step.failed
-            finished |= step.terminated | step.truncated
+            finished |= step.terminated | step.truncated | (steps >= cap)
             raw_obs = step.next_obs
     except (EnvFailureError, EnvDataError) as error:
         _warn_dropped(error)

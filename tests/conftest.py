@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 
 import gymnasium
@@ -73,6 +74,10 @@ NAN_AT_SECOND_STEP_ENV_ID = "jaxsac_test/NaNAtSecondStep-v0"
 """Every instance's observation is NaN on its 2nd step."""
 NAN_AT_FORTIETH_STEP_ENV_ID = "jaxsac_test/NaNAtFortiethStep-v0"
 """Every instance's observation is NaN on its 40th step."""
+ENDLESS_ENV_ID = "jaxsac_test/Endless-v0"
+"""FaultyEnv without a time limit: its episodes never end."""
+ENDLESS_SLOW_ENV_ID = "jaxsac_test/EndlessSlow-v0"
+"""FaultyEnv without a time limit whose steps take 50 ms."""
 
 
 class FaultyEnv(gymnasium.Env):
@@ -84,8 +89,9 @@ class FaultyEnv(gymnasium.Env):
     the reward is inf, in `bad_shape_at_steps` the observation has 4 entries, in
     `huge_obs_at_steps` it is float64 with an entry of 1e39 (finite, but inf as float32),
     in `huge_reward_at_steps` the reward is 1e39, in `vector_reward_at_steps` the
-    reward has shape (2,). While `FaultyEnv.FAILING_CONSTRUCTIONS` is positive, a
-    construction in this process counts it down and raises.
+    reward has shape (2,). Each step sleeps `step_sleep_s` seconds. While
+    `FaultyEnv.FAILING_CONSTRUCTIONS` is positive, a construction in this process counts
+    it down and raises.
 
     Every step that returns is logged in `FaultyEnv.LOG` as (obs, action, reward,
     next obs), so a test can check that each stored transition is one an env produced.
@@ -98,7 +104,8 @@ class FaultyEnv(gymnasium.Env):
 
     def __init__(self, fail_at_steps=(), fail_env_seed=None, fail_reset=False,
                  nan_obs_at_steps=(), inf_reward_at_steps=(), bad_shape_at_steps=(),
-                 huge_obs_at_steps=(), huge_reward_at_steps=(), vector_reward_at_steps=()):
+                 huge_obs_at_steps=(), huge_reward_at_steps=(), vector_reward_at_steps=(),
+                 step_sleep_s=0.0):
         if FaultyEnv.FAILING_CONSTRUCTIONS > 0:
             FaultyEnv.FAILING_CONSTRUCTIONS -= 1
             raise RuntimeError("injected construction failure")
@@ -111,6 +118,7 @@ class FaultyEnv(gymnasium.Env):
         self.huge_obs_at_steps = tuple(huge_obs_at_steps)
         self.huge_reward_at_steps = tuple(huge_reward_at_steps)
         self.vector_reward_at_steps = tuple(vector_reward_at_steps)
+        self.step_sleep_s = step_sleep_s
         self.first_seed = None
         self.lifetime_steps = 0
         self.t = 0
@@ -130,6 +138,7 @@ class FaultyEnv(gymnasium.Env):
         return self._obs(), {}
 
     def step(self, action):
+        time.sleep(self.step_sleep_s)
         before = self._obs()
         self.lifetime_steps += 1
         seed_fails = self.fail_env_seed is None or self.first_seed == self.fail_env_seed
@@ -181,5 +190,9 @@ for env_id, nan_at in ((NAN_AT_SECOND_STEP_ENV_ID, (2,)), (NAN_AT_FORTIETH_STEP_
     if env_id not in gymnasium.registry:
         gymnasium.register(env_id, entry_point=FaultyEnv, kwargs={"nan_obs_at_steps": nan_at},
                            max_episode_steps=FAULTY_EPISODE_STEPS, disable_env_checker=True)
+for env_id, sleep_s in ((ENDLESS_ENV_ID, 0.0), (ENDLESS_SLOW_ENV_ID, 0.05)):
+    if env_id not in gymnasium.registry:
+        gymnasium.register(env_id, entry_point=FaultyEnv, kwargs={"step_sleep_s": sleep_s},
+                           disable_env_checker=True)
 if SPACES_ENV_ID not in gymnasium.registry:
     gymnasium.register(SPACES_ENV_ID, entry_point=SpacesEnv, disable_env_checker=True)

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import jax
 import numpy as np
@@ -22,6 +23,8 @@ from jaxsac.replay.state import FAILED, NOT_A_START, RESET, TERMINATED, TRUNCATE
 from jaxsac.runners import GymRunner
 from tests.conftest import (
     EARLY_FAULT_ENV_ID,
+    ENDLESS_ENV_ID,
+    ENDLESS_SLOW_ENV_ID,
     FAULTY_ENV_ID,
     LATE_FAULT_ENV_ID,
     NAN_AT_FORTIETH_STEP_ENV_ID,
@@ -176,6 +179,27 @@ def test_a_raising_callback_stops_the_run_after_saving_the_state_it_was_given(tm
     assert any("the state it was given (env steps 400) was saved to" in note
                for note in error.value.__notes__)
     assert checkpoint.latest_step(config.checkpoint_dir) == 400
+
+
+def test_an_evaluation_episode_that_never_ends_is_cut_at_eval_max_episode_steps():
+    """An env without a time limit never ends an episode: cut after 7 steps, each
+    episode's return is the sum of its rewards 1 + 2 + ... + 7 = 28."""
+    config = faulty_config(ENDLESS_ENV_ID, eval_max_episode_steps=7)
+    params = jaxsac.make_learner(config, 3, 1).init(jax.random.key(0)).actor_params
+    returns = jaxsac.evaluate(config, params, jax.random.key(1), num_episodes=3)
+    np.testing.assert_array_equal(returns, [28.0, 28.0, 28.0])
+
+
+def test_an_evaluation_past_eval_timeout_s_drops_its_unfinished_episodes():
+    """Steps of 50 ms, 10,000 of them per episode, 0.5 s allowed: dropped (NaN, as
+    eval_failures count them) with a warning, long before the episodes would end."""
+    config = faulty_config(ENDLESS_SLOW_ENV_ID, eval_timeout_s=0.5)
+    params = jaxsac.make_learner(config, 3, 1).init(jax.random.key(0)).actor_params
+    start = time.monotonic()
+    with pytest.warns(UserWarning, match=r"took longer than eval_timeout_s=0\.5; its 2 "
+                                         r"unfinished episode\(s\) are dropped"):
+        returns = jaxsac.evaluate(config, params, jax.random.key(1), num_episodes=2)
+    assert np.isnan(returns).all() and time.monotonic() - start < 60
 
 
 def test_bad_data_from_an_evaluation_env_drops_episodes_and_never_raises():
