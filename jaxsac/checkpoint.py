@@ -151,12 +151,17 @@ def latest_step(directory: str | os.PathLike) -> int | None:
 
 
 def save(directory: str | os.PathLike, train_state: Any, config: SACConfig, step: int) -> None:
-    """Write `train_state` (a TrainState, optionally with a leading seed axis) and
-    `config` as checkpoint `step` (env steps) of `directory`, atomically.
+    """Write `train_state` and `config` as checkpoint `step` of `directory`, atomically.
 
     Keeps the newest `config.max_to_keep` steps; leaves the replay buffer out when
     `config.checkpoint_buffer` is False. Saving a step that already exists replaces it
     (and does nothing when the stored arrays are the same bits).
+
+    Args:
+        directory: the checkpoint folder (created when missing).
+        train_state: a TrainState, optionally with a leading seed axis.
+        config: the run's SACConfig (stored with it).
+        step: the env steps the state has reached (the step folder's name).
     """
     directory = storage.check_directory(directory, "checkpoint.save")
     step = storage.check_step(step, "checkpoint.save")
@@ -302,17 +307,23 @@ def restore(directory: str | os.PathLike, step: int | None = None, *,
             config: SACConfig | None = None, like: Any = None) -> tuple[Any, SACConfig]:
     """Read checkpoint `step` (env steps; the newest when None) of `directory`.
 
-    like: a TrainState to restore into (same structure and shapes, e.g. a fresh state;
-        with a leading seed axis for several seeds). Without it the template is built
-        from the stored config (and seed axis).
-    config: the config the caller wants to continue with; when it differs from the
-        stored one in a way that changes the arrays (see `config_differences`) this
-        raises ValueError listing every difference. Other fields may differ.
+    Args:
+        directory: the checkpoint folder.
+        step: env steps of the checkpoint; None: the newest.
+        config: the config the caller wants to continue with; when it differs from the
+            stored one in a way that changes the arrays (see `config_differences`) this
+            raises ValueError listing every difference. Other fields may differ.
+        like: a TrainState to restore into (same structure and shapes, e.g. a fresh
+            state; with a leading seed axis for several seeds). Without it the template
+            is built from the stored config (and seed axis).
 
-    Returns (TrainState, the stored SACConfig). A checkpoint saved without its replay
-    buffer gives the template's (empty) buffer, with a warning. Errors:
-    FileNotFoundError when the step does not exist, CorruptCheckpointError when it
-    cannot be read back bit for bit, ValueError when it does not fit `config`/`like`.
+    Returns:
+        (TrainState, the stored SACConfig). A checkpoint saved without its replay buffer
+        gives the template's (empty) buffer, with a warning.
+
+    Raises:
+        FileNotFoundError: the step does not exist. CorruptCheckpointError: it cannot be
+        read back bit for bit. ValueError: it does not fit `config` or `like`.
     """
     with open_step(directory, step, "checkpoint.restore") as opened:
         stored_config, meta = opened.config, opened.meta

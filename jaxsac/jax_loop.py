@@ -132,20 +132,30 @@ def make_train(config: SACConfig, sweep: Sequence[str] = (),
         jax.jit(jax.vmap(make_train(config)))(jax.random.split(key, 8))    # 8 seeds
         jax.jit(jax.vmap(make_train(config, sweep=("critic_lr",))))(keys, lrs)
 
-    train many seeds or settings in one compiled program. `metrics` holds arrays with a
-    leading axis of log periods (`total_env_steps // log_every`).
+    train many seeds or settings in one compiled program.
 
-    mesh: the devices to train on, a `jax.sharding.Mesh` with a "data" axis (default:
-    `jaxsac.sharding.default_mesh(config)`: all devices when the config splits evenly
-    over them, else one device). On several devices the replay buffer's
-    shards and the envs are spread over the data axis and the learner is replicated
-    (jaxsac.sharding); `config.data_shards` defaults to the data axis's size.
+    Args:
+        config: the run's settings (a JAX env: `backend` "jax" or "auto").
+        sweep: SWEEPABLE_FIELDS names whose values `train_fn` takes as traced scalars.
+        mesh: the devices to train on, a `jax.sharding.Mesh` with a "data" axis
+            (default: `jaxsac.sharding.default_mesh(config)`: all devices when the
+            config splits evenly over them, else one device). On several devices the
+            replay buffer's shards and the envs are spread over the data axis and the
+            learner is replicated (jaxsac.sharding); `config.data_shards` defaults to
+            the data axis's size.
+        period_callback: a host function called with every log period's metrics row
+            (numpy values: scalars, or [M] / [N] for the module and agent axes of a
+            multi-agent run) as the compiled program reaches the period's end
+            (`jax.debug.callback`, ordered; under `vmap`, once per seed with that
+            seed's row): progress or timestamps from inside one program.
 
-    period_callback: a host function called with every log period's metrics row (numpy
-    values: scalars, or [M] / [N] for the module and agent axes of a multi-agent run) as
-    the compiled program reaches the period's end (`jax.debug.callback`, ordered; under
-    `vmap`, once per seed with that seed's row): progress or timestamps from inside one
-    program.
+    Returns:
+        `train_fn(key, *swept) -> (TrainState, metrics)`: metrics holds arrays with a
+        leading axis of log periods (`total_env_steps // log_every`).
+
+    Raises:
+        ValueError: a config no JAX run can honour or a sweep of other fields, before
+            anything is traced.
     """
     if period_callback is not None and not callable(period_callback):
         checks.fail("make_train", "period_callback", period_callback, "callable (row) -> None")

@@ -62,9 +62,21 @@ def load_policy(directory: str | os.PathLike, step: int | None = None, *,
     """The deterministic policy of checkpoint `step` (the newest when None).
 
     Reads only the actor's parameters and the observation statistics (never the replay
-    buffer). For a checkpoint of several seeds, `seed_index` picks one; for a
-    multi-agent run with independent modules, `module_id` picks one module (agent
-    `module_id`'s policy; the only module, 0, otherwise).
+    buffer).
+
+    Args:
+        directory: the run's checkpoint folder.
+        step: env steps of the checkpoint to load; None: the newest.
+        seed_index: for a checkpoint of several seeds, the one to load.
+        module_id: for a multi-agent run with independent modules, the module to load
+            (agent `module_id`'s policy; the only module, 0, otherwise).
+
+    Returns:
+        Policy: obs [*obs_shape] or [B, *obs_shape] -> env actions (numpy).
+
+    Raises:
+        FileNotFoundError: no such checkpoint. CorruptCheckpointError: it cannot be read
+        back bit for bit. ValueError: a seed_index or module_id it does not hold.
     """
     with checkpoint.open_step(directory, step, "checkpoint.load_policy") as opened:
         config, meta = opened.config, opened.meta
