@@ -8,7 +8,8 @@
 The package is layered: each module imports only from the layers listed before its own
 (docs/architecture.md; tests/test_layers.py enforces it):
 
-    records       types, checks, field_roles
+    records       types, checks
+    fields        field_roles
     config        config
     components    envs, networks, connectors, agents, logger, distributed, compilation,
                   tuned, storage, memory

@@ -44,6 +44,7 @@ from jaxsac.field_roles import (  # noqa: F401 - the roles and parts are used fr
     Choice,
     Int,
     Real,
+    check_value,
     setting,
 )
 
@@ -337,18 +338,6 @@ def settings_type(name: str, parts: tuple[str, ...], extra: tuple[str, ...] = ()
                                 "__module__": __name__})
 
 
-def _check_value(name: str, value: Any, check: Check) -> None:
-    owner = "SACConfig"
-    if isinstance(check, Choice):
-        checks.check_choice(owner, name, value, check.choices)
-    elif isinstance(check, Bool):
-        checks.check_bool(owner, name, value)
-    elif isinstance(check, Int):
-        checks.check_int(owner, name, value, check.minimum, check.maximum)
-    else:
-        checks.check_real(owner, name, value, check.low, check.high, open_low=check.open_low)
-
-
 def _validate(c: SACConfig) -> None:
     owner = "SACConfig"
     if not isinstance(c.env_id, str) or not c.env_id:
@@ -358,7 +347,7 @@ def _validate(c: SACConfig) -> None:
             checks.fail(owner, name, getattr(c, name), "a non-empty registered name")
     for field in dataclasses.fields(c):
         if field.metadata["check"] is not None:
-            _check_value(field.name, getattr(c, field.name), field.metadata["check"])
+            check_value(owner, field.name, getattr(c, field.name), field.metadata["check"])
     if c.learning_starts >= c.total_env_steps:
         checks.fail(owner, "learning_starts", c.learning_starts,
                     f"below total_env_steps={c.total_env_steps} (else the run takes no "

@@ -12,6 +12,8 @@ import dataclasses
 import math
 from typing import Any, NamedTuple
 
+from jaxsac import checks
+
 ENV, RUNNERS, RUN, SCHEDULE, LEARNER, NETWORKS, EXPLORATION, REPLAY, EVALUATION, \
     LOGGING, CHECKPOINTS = PARTS = ("env", "runners", "run", "schedule", "learner",
                                     "networks", "exploration", "replay", "evaluation",
@@ -63,3 +65,15 @@ def setting(default: Any, part: str, *roles: str, check: Check | None = None) ->
     assert part in PARTS and all(role in ROLES for role in roles), (part, roles)
     return dataclasses.field(default=default, metadata={"part": part, "roles": roles,
                                                         "check": check})
+
+
+def check_value(owner: str, name: str, value: Any, check: Check) -> None:
+    """The ValueError of jaxsac.checks when `value` of the field `name` fails `check`."""
+    if isinstance(check, Choice):
+        checks.check_choice(owner, name, value, check.choices)
+    elif isinstance(check, Bool):
+        checks.check_bool(owner, name, value)
+    elif isinstance(check, Int):
+        checks.check_int(owner, name, value, check.minimum, check.maximum)
+    else:
+        checks.check_real(owner, name, value, check.low, check.high, open_low=check.open_low)

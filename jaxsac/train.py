@@ -12,6 +12,7 @@ calls the callback and writes the checkpoints due.
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
@@ -61,10 +62,12 @@ class Loop(Protocol):
     donates_state: run_chunk donates its input state to the device (it is unusable
         afterwards).
     env_restarts: envs rebuilt after a fault so far.
+    assembly: the run's pieces (what `train` measures the state's memory from).
     """
 
     donates_state: bool
     env_restarts: int
+    assembly: Assembly
 
     def init(self, keys: jax.Array) -> TrainState: ...
 
@@ -132,14 +135,23 @@ def _check_one_device(config: SACConfig, mesh: jax.sharding.Mesh | None) -> None
                          "host loop runs one shard)")
 
 
-def check_state_fits(assembly: Assembly, keys: jax.Array, num_seeds: int) -> None:
+_STATE_BYTES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""{loop: {num_seeds: (bytes of the state, of its replay buffer)}}: a loop kept between
+`train` calls is measured (traced) once."""
+
+
+def check_state_fits(loop: Loop, keys: jax.Array, num_seeds: int) -> None:
     """MemoryError naming the bytes and the settings to change when the state of
     `num_seeds` seeds would not fit in the devices' free memory (from its shapes alone:
     nothing is allocated)."""
-    one_seed = jax.eval_shape(lambda key: init_state(assembly, key),
-                              keys[0] if num_seeds > 1 else keys)
-    buffer = memory.tree_bytes(one_seed.buffer) * num_seeds
-    total = memory.tree_bytes(one_seed) * num_seeds
+    assembly = loop.assembly
+    measured = _STATE_BYTES.setdefault(loop, {})
+    if num_seeds not in measured:
+        one_seed = jax.eval_shape(lambda key: init_state(assembly, key),
+                                  keys[0] if num_seeds > 1 else keys)
+        measured[num_seeds] = (memory.tree_bytes(one_seed) * num_seeds,
+                               memory.tree_bytes(one_seed.buffer) * num_seeds)
+    total, buffer = measured[num_seeds]
     config = assembly.module_config
     devices = (list(assembly.placement.mesh.devices.flat) if assembly.placement is not None
                else jax.local_devices()[:1])
@@ -157,7 +169,7 @@ def run_log_periods(config: SACConfig, loop: Loop, keys: jax.Array, num_seeds: i
     log, checkpoint, callback, and a stop on non-finite values (the last finite state is
     saved)."""
     checkpoints = CheckpointSchedule(config)
-    check_state_fits(loop.assembly, keys, num_seeds)
+    check_state_fits(loop, keys, num_seeds)
     state = checkpoints.resume(loop.init(keys))
     start = checkpoints.env_steps(state) // config.log_every
     first = jax.process_index() == 0  # on several hosts only the first one logs

@@ -14,7 +14,8 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "jaxsac"
 
 LAYERS = (
-    ("records", ("types", "checks", "field_roles")),
+    ("records", ("types", "checks")),
+    ("fields", ("field_roles",)),
     ("config", ("config",)),
     ("components", ("envs", "networks", "noise", "connectors", "agents", "logger",
                     "distributed", "compilation", "tuned", "random_bits", "storage",
