@@ -46,6 +46,11 @@ def faulty_config(env_id: str, **changes) -> jaxsac.SACConfig:
     return jaxsac.SACConfig(**{**settings, **changes})
 
 
+def untrained_actor(config: jaxsac.SACConfig):
+    """A freshly initialized actor for FaultyEnv's spaces (obs [3], one Box action)."""
+    return jaxsac.make_learner(config, 3, 1).init(jax.random.key(0)).actor_params
+
+
 def logged_steps() -> dict[bytes, tuple]:
     """FaultyEnv.LOG by the observation each logged step started from."""
     return {np.asarray(obs, np.float32).tobytes(): (action, reward, next_obs)
@@ -125,7 +130,7 @@ def test_evaluation_drops_and_counts_failed_episodes_and_the_run_goes_on():
 
 def test_evaluation_gives_up_on_an_env_that_keeps_failing_without_raising():
     config = faulty_config(FAULTY_ENV_ID, max_env_restarts=0)
-    params = jaxsac.make_learner(config, 3, 1).init(jax.random.key(0)).actor_params
+    params = untrained_actor(config)
     returns = jaxsac.evaluate(config, params, jax.random.key(1), num_episodes=3)
     assert returns.shape == (3,) and np.isfinite(returns).all()  # FaultyEnv-v0 never fails
     with pytest.raises(EnvFailureError):  # the same env, failing on every first step
@@ -185,7 +190,7 @@ def test_an_evaluation_episode_that_never_ends_is_cut_at_eval_max_episode_steps(
     """An env without a time limit never ends an episode: cut after 7 steps, each
     episode's return is the sum of its rewards 1 + 2 + ... + 7 = 28."""
     config = faulty_config(ENDLESS_ENV_ID, eval_max_episode_steps=7)
-    params = jaxsac.make_learner(config, 3, 1).init(jax.random.key(0)).actor_params
+    params = untrained_actor(config)
     returns = jaxsac.evaluate(config, params, jax.random.key(1), num_episodes=3)
     np.testing.assert_array_equal(returns, [28.0, 28.0, 28.0])
 
@@ -194,7 +199,7 @@ def test_an_evaluation_past_eval_timeout_s_drops_its_unfinished_episodes():
     """Steps of 50 ms, 10,000 of them per episode, 0.5 s allowed: dropped (NaN, as
     eval_failures count them) with a warning, long before the episodes would end."""
     config = faulty_config(ENDLESS_SLOW_ENV_ID, eval_timeout_s=0.5)
-    params = jaxsac.make_learner(config, 3, 1).init(jax.random.key(0)).actor_params
+    params = untrained_actor(config)
     start = time.monotonic()
     with pytest.warns(UserWarning, match=r"took longer than eval_timeout_s=0\.5; its 2 "
                                          r"unfinished episode\(s\) are dropped"):
@@ -207,7 +212,7 @@ def test_bad_data_from_an_evaluation_env_drops_episodes_and_never_raises():
     returns, counted as eval failures by the loop), with a warning naming it as an
     evaluation env, instead of an EnvDataError that would end the run."""
     config = faulty_config(NAN_AT_SECOND_STEP_ENV_ID)
-    params = jaxsac.make_learner(config, 3, 1).init(jax.random.key(0)).actor_params
+    params = untrained_actor(config)
     with pytest.warns(UserWarning, match=r"evaluation env \d \('jaxsac_test/NaNAtSecondStep"
                                          r"-v0'\) returned a non-finite observation"):
         returns = jaxsac.evaluate(config, params, jax.random.key(1), num_episodes=3)
