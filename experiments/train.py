@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> jaxsac.TrainResult:
         jaxsac.distributed.initialize()
     if args.compilation_cache:
         jaxsac.compilation.enable_cache()
+    else:
+        jaxsac.compilation.disable_cache()
     config = args.config
     print(f"jaxsac: training {config.env_id} for {config.total_env_steps} env steps"
           f" x {args.num_seeds} seed(s)")

@@ -2,8 +2,13 @@
 
     jaxsac.compilation.enable_cache()            # ~/.cache/jaxsac/xla, or $JAXSAC_CACHE_DIR
     jaxsac.compilation.enable_cache("/scratch/xla")
+    jaxsac.compilation.disable_cache()           # or JAXSAC_COMPILATION_CACHE=0
 
-Two stores in one folder (the CLI and `make train` enable both by default):
+On by default: `train` and `make_train` call `enable_default_cache` first, which turns
+both stores on in `default_cache_dir()` (in the folder of JAX's own cache when the user
+set one) unless the process chose otherwise before: `enable_cache`, `disable_cache`, or
+the environment variable JAXSAC_COMPILATION_CACHE set to 0, false or off. Two stores in
+one folder:
 
 - JAX's persistent compilation cache, for every program: a fresh process that runs a
   config it ran before loads its programs instead of compiling them. JAX finds a
@@ -45,6 +50,9 @@ from jax.experimental.compilation_cache import compilation_cache
 from jaxsac import checks
 
 CACHE_VARIABLE = "JAXSAC_CACHE_DIR"
+SWITCH_VARIABLE = "JAXSAC_COMPILATION_CACHE"
+"""Set to 0, false or off: `train` and `make_train` leave the caches off."""
+_OFF = ("0", "false", "off", "no")
 PROGRAMS_FOLDER = "programs"
 """The subfolder of the cache directory that holds the `KeptProgram` executables."""
 
@@ -57,6 +65,10 @@ _SHARDING_ANNOTATIONS = {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullSha
 """Custom calls that only annotate shardings: the partitioner removes them."""
 
 _programs_dir: pathlib.Path | None = None
+_chosen = False
+"""Whether this process chose already (enable_cache, disable_cache, or the default)."""
+_enabled_dir: str | None = None
+"""The folder `enable_cache` pointed JAX's cache at, None when it did not."""
 
 
 def default_cache_dir() -> str:
@@ -74,7 +86,7 @@ def enable_cache(directory: str | os.PathLike | None = None,
     compile, and (`keep_programs`) the `KeptProgram` store in its subfolder
     PROGRAMS_FOLDER. A directory set through JAX_COMPILATION_CACHE_DIR wins. Returns the
     directory used."""
-    global _programs_dir
+    global _programs_dir, _chosen, _enabled_dir
     checks.check_bool("enable_cache", "keep_programs", keep_programs)
     directory = os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.fspath(
         directory if directory is not None else default_cache_dir())
@@ -84,7 +96,39 @@ def enable_cache(directory: str | os.PathLike | None = None,
     jax.config.update("jax_compilation_cache_dir", directory)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_seconds))
     _programs_dir = pathlib.Path(directory, PROGRAMS_FOLDER) if keep_programs else None
+    _chosen, _enabled_dir = True, directory
     return directory
+
+
+def disable_cache() -> None:
+    """Both stores off for this process, and `enable_default_cache` a no-op: programs
+    are compiled afresh in each process (JAX's cache stays on only if its folder was set
+    outside jaxsac)."""
+    global _programs_dir, _chosen, _enabled_dir
+    if _enabled_dir is not None:
+        jax.config.update("jax_compilation_cache_dir", None)
+        compilation_cache.reset_cache()
+    _programs_dir, _chosen, _enabled_dir = None, True, None
+
+
+def enable_default_cache() -> str | None:
+    """`enable_cache()` the first time it is called in a process, unless the process
+    chose already (`enable_cache`, `disable_cache`) or $JAXSAC_COMPILATION_CACHE turns it
+    off. A folder set for JAX's own cache (jax_compilation_cache_dir) is used as it is;
+    one that cannot be created gives a warning and the run goes on without the stores.
+    Returns the folder in use, None when off."""
+    global _chosen
+    if _chosen:
+        return _enabled_dir
+    _chosen = True
+    if os.environ.get(SWITCH_VARIABLE, "").strip().lower() in _OFF:
+        return None
+    try:
+        return enable_cache(jax.config.jax_compilation_cache_dir or None)
+    except OSError as error:
+        warnings.warn(f"the compilation cache is off: {error}; set {CACHE_VARIABLE} to a "
+                      f"writable folder, or {SWITCH_VARIABLE}=0", stacklevel=3)
+        return None
 
 
 class KeptProgram:

@@ -167,6 +167,7 @@ def make_train(config: SACConfig, sweep: Sequence[str] = (),
     config = sharding.resolve(config, mesh, "make_train")
     placement = sharding.placement(mesh)
     assemble(config, placement=placement)  # validates eagerly, outside any trace
+    compilation.enable_default_cache()
 
     def train_fn(key: jax.Array, *swept: Any):
         if len(swept) != len(sweep):

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsac import checkpoint, checks, memory, sharding
+from jaxsac import checkpoint, checks, compilation, memory, sharding
 from jaxsac.assembly import Assembly, TrainState, init_state, run_keys, validate
 from jaxsac.config import SACConfig
 from jaxsac.envs import EnvDataError, EnvFailureError
@@ -105,6 +105,7 @@ def train(config: SACConfig, num_seeds: int = 1, progress: bool = True,
     checks.check_int("train", "num_seeds", num_seeds, 1)
     if callback is not None and not callable(callback):
         checks.fail("train", "callback", callback, "callable (row, state) -> stop")
+    compilation.enable_default_cache()
     if validate(config) == "jax":
         mesh = sharding.check_mesh(mesh, "train", config)
         config = sharding.resolve(config, mesh, "train")

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
+SWITCH_VARIABLE = "JAXSAC_COMPILATION_CACHE"
 CACHE_KEY = pytest.StashKey[str]()
 CI_LEARNING_STEPS = 6_000
 """Env steps of the learning tests sized for CI (2 CPU cores), unless a test gives its
@@ -40,7 +41,10 @@ def learning_steps(request: pytest.FixtureRequest) -> Callable[..., int]:
 
 def pytest_configure(config: pytest.Config) -> None:
     """One XLA compilation cache for the session, shared by the xdist workers (they
-    inherit the variable): many tests compile programs that others compiled already."""
+    inherit the variable): many tests compile programs that others compiled already.
+    jaxsac's own default stores stay off (tests replace library functions that a kept
+    program would not see); tests/test_compilation.py turns them on where it tests them."""
+    os.environ.setdefault(SWITCH_VARIABLE, "0")
     if CACHE_VARIABLE not in os.environ and not hasattr(config, "workerinput"):
         config.stash[CACHE_KEY] = os.environ[CACHE_VARIABLE] = tempfile.mkdtemp(
             prefix="jaxsac-tests-xla-")

@@ -33,9 +33,11 @@ print(directory, len(hits))
 
 
 def child_env() -> dict[str, str]:
+    """This process's environment without any cache folder, and with jaxsac's default
+    stores off (as in this test session)."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("JAX_COMPILATION_CACHE_DIR", compilation.CACHE_VARIABLE)}
-    return {**env, "JAX_PLATFORMS": "cpu"}
+    return {**env, "JAX_PLATFORMS": "cpu", compilation.SWITCH_VARIABLE: "0"}
 
 
 def run_child(directory) -> tuple[str, int]:
@@ -149,7 +151,7 @@ def counting(name, original):
     return wrapper
 jaxsac.jax_loop.run_period = counting("period", jaxsac.jax_loop.run_period)
 jaxsac.jax_loop.init_state = counting("initial", jaxsac.jax_loop.init_state)
-if sys.argv[1] != "none":
+if sys.argv[1] not in ("none", "default"):
     jaxsac.compilation.enable_cache(sys.argv[1])
 num_envs, num_seeds = int(sys.argv[2]), int(sys.argv[3])
 config = jaxsac.SACConfig(env_id="Pendulum-v1", total_env_steps=300 * num_envs,
@@ -165,8 +167,12 @@ print(json.dumps({"traces": traces, "digest": digest}))
 """
 
 
-def run_train_child(directory, num_envs: int = 1, num_seeds: int = 2, devices: int = 1) -> dict:
-    env = {**child_env(), "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+def run_train_child(directory, num_envs: int = 1, num_seeds: int = 2, devices: int = 1,
+                    **variables: str) -> dict:
+    """TRAIN_CHILD in a fresh process: `directory` given to enable_cache, or "none" (the
+    stores off) or "default" (nothing called: what `train` does by default)."""
+    env = {**child_env(), "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+           **variables}
     done = subprocess.run([sys.executable, "-c", TRAIN_CHILD, str(directory), str(num_envs),
                            str(num_seeds)], capture_output=True, text=True, timeout=600,
                           env=env)
@@ -185,6 +191,41 @@ def test_a_fresh_process_loads_trains_programs_untraced_with_the_same_bits(tmp_p
     assert cold["traces"] == {"period": 1, "initial": 1}
     assert warm["traces"] == {"period": 0, "initial": 0}
     assert cold["digest"] == warm["digest"] == plain["digest"]
+
+
+def test_train_keeps_its_programs_by_default_unless_switched_off(tmp_path):
+    """A notebook calling `train` with nothing set: its programs land in
+    $XDG_CACHE_HOME/jaxsac/xla and a second process loads them untraced, with the same
+    bits; JAXSAC_COMPILATION_CACHE=0 leaves the folder uncreated."""
+    default = tmp_path / "cache" / "jaxsac" / "xla"
+    off = run_train_child("default", XDG_CACHE_HOME=str(tmp_path / "cache"),
+                          **{compilation.SWITCH_VARIABLE: "0"})
+    assert not default.exists()
+    on = {compilation.SWITCH_VARIABLE: "", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    cold = run_train_child("default", **on)
+    assert len(list((default / compilation.PROGRAMS_FOLDER).iterdir())) == 2
+    warm = run_train_child("default", **on)
+    assert cold["traces"] == {"period": 1, "initial": 1}
+    assert warm["traces"] == {"period": 0, "initial": 0}
+    assert off["digest"] == cold["digest"] == warm["digest"]
+
+
+DISABLE_CHILD = """
+import sys, jax
+from jaxsac import compilation
+compilation.enable_cache(sys.argv[1])
+compilation.disable_cache()
+print(jax.config.jax_compilation_cache_dir, compilation._programs_dir,
+      compilation.enable_default_cache())
+"""
+
+
+def test_disable_cache_turns_both_stores_off_and_the_default_with_them(tmp_path):
+    done = subprocess.run([sys.executable, "-c", DISABLE_CHILD, str(tmp_path)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**child_env(), compilation.SWITCH_VARIABLE: ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["None", "None", "None"]
 
 
 @pytest.mark.parametrize("num_envs", [4, 1], ids=["on four devices", "on the first of four"])

@@ -23,6 +23,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+os.environ.setdefault("JAXSAC_COMPILATION_CACHE", "0")
+"""Benchmarks time compilation: no program comes from jaxsac's default cache on disk
+(bench_startup's runs turn the cache on themselves, in their own folders)."""
+
 OBS_DIM, ACT_DIM, BATCH = 3, 1, 256
 """Pendulum-v1's sizes and the batch of the standard update workload."""
 

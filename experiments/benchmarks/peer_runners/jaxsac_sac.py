@@ -91,6 +91,7 @@ def main() -> None:
 
     import jaxsac
 
+    jaxsac.compilation.disable_cache()  # every run compiles, as the peers' runs do
     if args.env_id.startswith(common.PLAYGROUND_PREFIX):
         import mujoco_playground  # noqa: F401  (an import, outside the clock as for brax)
     jax.devices()  # backend initialisation, like an import, stays outside the clock
