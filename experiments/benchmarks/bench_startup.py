@@ -8,8 +8,9 @@ The run is the issue's short one: Pendulum-v1, 1,000 env steps, learning starts 
 log periods of 500 env steps (the first period is all warm-up, the second takes the
 first gradient steps), 10 evaluation episodes per period, the default networks.
 
-- cold: a fresh process with an empty cache folder (`jaxsac.compilation.enable_cache`:
-  JAX's persistent compilation cache and the kept programs of `train`);
+- cold: a fresh process with an empty cache folder (`train`'s default cache,
+  `jaxsac.compilation.enable_default_cache`, in $JAXSAC_CACHE_DIR: JAX's persistent
+  compilation cache and the kept programs of `train`; nothing is called to turn it on);
 - warm: a fresh process again, with the folder the cold run filled (what the CLI and
   `make train` do by default);
 - repeated: the same config again in the same process (`train` keeps its compiled
