@@ -31,13 +31,20 @@ import jax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxsac import envs
-from jaxsac.config import SACConfig
+from jaxsac.config import SACConfig, settings_type
+from jaxsac.field_roles import RUN
 
 DATA_AXIS = "data"
 """Name of the mesh axis the data shards are spread over."""
 
-__all__ = ["DATA_AXIS", "Placement", "check_mesh", "default_mesh", "make_mesh", "placement",
-           "resolve"]
+ShardingSettings = settings_type("ShardingSettings", (RUN,),
+                                 extra=("env_id", "num_envs", "batch_size"))
+"""What sharding reads of a config (`ShardingSettings.of(config)`): data_shards, seed
+and prng_impl, and the env id, env count and batch that must split over the devices.
+The functions below take these settings or a whole SACConfig."""
+
+__all__ = ["DATA_AXIS", "Placement", "ShardingSettings", "check_mesh", "data_shards",
+           "default_mesh", "make_mesh", "placement", "resolve"]
 
 
 # --- meshes and the number of shards --------------------------------------------------
@@ -52,12 +59,13 @@ def make_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
     return Mesh(devices, (DATA_AXIS,))
 
 
-def default_mesh(config: SACConfig) -> Mesh:
-    """The mesh a run gets when it names none: every device when `config` splits evenly
+def default_mesh(settings: ShardingSettings | SACConfig) -> Mesh:
+    """The mesh a run gets when it names none: every device when the run splits evenly
     over them (num_envs, batch_size and any data_shards divisible by the device count; a
     single-agent env), else the first local device, so a config that cannot be split
     still runs unchanged on a machine with several devices. A multi-host run always
     gets every device (and `resolve` says what does not divide)."""
+    config = ShardingSettings.of(settings)
     devices = jax.devices()
     count = len(devices)
     splits = (not envs.is_multi_agent(config.env_id)
@@ -68,10 +76,10 @@ def default_mesh(config: SACConfig) -> Mesh:
     return make_mesh(jax.local_devices()[:1])
 
 
-def check_mesh(mesh: Any, caller: str, config: SACConfig) -> Mesh:
-    """`mesh` itself, or `default_mesh(config)` when None; an error naming it otherwise."""
+def check_mesh(mesh: Any, caller: str, settings: ShardingSettings | SACConfig) -> Mesh:
+    """`mesh` itself, or `default_mesh(settings)` when None; an error naming it otherwise."""
     if mesh is None:
-        return default_mesh(config)
+        return default_mesh(settings)
     if not isinstance(mesh, Mesh) or DATA_AXIS not in mesh.shape:
         raise ValueError(f"{caller}: mesh={mesh!r} is invalid: must be a jax.sharding.Mesh "
                          f"with a {DATA_AXIS!r} axis (e.g. jaxsac.sharding.make_mesh())")
@@ -83,11 +91,18 @@ def data_axis_size(mesh: Mesh) -> int:
 
 
 def resolve(config: SACConfig, mesh: Mesh, caller: str) -> SACConfig:
-    """`config` with `data_shards` set from the mesh when it is None (left None on a
-    one-device mesh, where it means 1), checked against the mesh: each device must hold
+    """`config` with its `data_shards` for `mesh` (see `data_shards`)."""
+    return config.replace(data_shards=data_shards(config, mesh, caller))
+
+
+def data_shards(settings: ShardingSettings | SACConfig, mesh: Mesh, caller: str) -> int | None:
+    """The run's `data_shards` on `mesh`: set from the mesh when it is None (left None on
+    a one-device mesh, where it means 1), checked against the mesh: each device must hold
     a whole number of shards, and its random numbers must be partitionable."""
+    config = ShardingSettings.of(settings)
+    shards = config.data_shards
     devices = data_axis_size(mesh)
-    if config.data_shards is None and devices > 1:
+    if shards is None and devices > 1:
         for name in ("num_envs", "batch_size"):
             if getattr(config, name) % devices:
                 raise ValueError(
@@ -95,17 +110,17 @@ def resolve(config: SACConfig, mesh: Mesh, caller: str) -> SACConfig:
                     f"{DATA_AXIS!r} axis has {devices} devices, so data_shards defaults to "
                     f"{devices} and {name} must be a multiple of {devices} (or pass a smaller "
                     "mesh)")
-        config = config.replace(data_shards=devices)
+        shards = devices
     if config.prng_impl == "philox4x32" and mesh.size > 1:
         raise ValueError(
             f"{caller}: SACConfig.prng_impl='philox4x32' is invalid on a mesh of {mesh.size} "
             "devices: XLA cannot partition philox draws over devices; use 'threefry2x32' "
             "(the default) or a one-device mesh")
-    if config.num_data_shards % devices:
+    if (shards or 1) % devices:
         raise ValueError(
-            f"{caller}: SACConfig.data_shards={config.data_shards} is invalid for a mesh whose "
+            f"{caller}: SACConfig.data_shards={shards} is invalid for a mesh whose "
             f"{DATA_AXIS!r} axis has {devices} devices: must be a multiple of {devices}")
-    return config
+    return shards
 
 
 # --- placement on the mesh ------------------------------------------------------------
