@@ -4,6 +4,7 @@ what it is asked or says why not. Each test injects the fault it is about."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -400,21 +401,59 @@ def test_a_state_too_large_for_memory_is_refused_before_anything_is_allocated(mo
         jaxsac.train(config, progress=False)
 
 
-def test_a_killed_async_worker_is_a_named_env_failure():
-    """The process of one async vector-env worker is killed: the next step is an
-    EnvFailureError naming the runner's envs and the worker's death, which train saves
-    the state for, not a raw EOFError."""
-    runner = GymRunner(FAULTY_ENV_ID, num_envs=2, seed=0, vectorization="async")
+def _kill_a_worker(runner: GymRunner) -> None:
+    worker = runner._vec_env.processes[1]
+    worker.kill()
+    worker.join(timeout=30)
+
+
+def _killed_run(max_env_restarts: int, kills: int) -> list:
+    """(Step, EpisodeInfo) of a 2-env async runner: 3 steps, a worker killed before
+    each of the next `kills` steps, then 2 more steps."""
+    runner = GymRunner(FAULTY_ENV_ID, num_envs=2, seed=0, vectorization="async",
+                       max_env_restarts=max_env_restarts)
+    action = np.full((2, 1), 0.5, np.float32)
     try:
-        runner.step_packed(np.zeros((2, 1), np.float32))
-        worker = runner._vec_env.processes[1]
-        worker.kill()
-        worker.join(timeout=30)
-        with pytest.raises(EnvFailureError, match=r"envs 0\.\.1 \('jaxsac_test/Faulty-v0'\): a "
-                                                  r"worker process of the async vector env died"):
-            runner.step_packed(np.zeros((2, 1), np.float32))
+        steps = [runner.unpack(runner.step_packed(action)) for _ in range(3)]
+        for _ in range(kills):
+            _kill_a_worker(runner)
+            steps.append(runner.unpack(runner.step_packed(action)))
+        steps += [runner.unpack(runner.step_packed(action)) for _ in range(2)]
+        return steps, runner.num_env_restarts
     finally:
-        try:
+        with contextlib.suppress(Exception):  # closing a vector env of a dead worker
             runner.close()
-        except Exception:  # closing the vector env of a dead worker may fail; not tested
-            pass
+
+
+def test_a_killed_async_worker_rebuilds_its_envs_as_a_failed_step():
+    """The process of one async vector-env worker is killed: its envs are rebuilt in a
+    new vector env. That step is a failed row for each env (no env step: obs = next_obs
+    = the last good obs, truncated), the next a NEXT_STEP reset row from the last good
+    obs to the new envs' first obs, then the envs step on; the same seed gives the same
+    rows, and the restarts are counted (2 envs)."""
+    (steps, restarts), (again, _) = _killed_run(3, 1), _killed_run(3, 1)
+    before, killed, reset, after = steps[2][0], steps[3][0], steps[4][0], steps[5][0]
+    assert killed.failed.all() and killed.truncated.all() and not killed.terminated.any()
+    np.testing.assert_array_equal(killed.obs, before.next_obs)
+    np.testing.assert_array_equal(killed.next_obs, before.next_obs)
+    np.testing.assert_array_equal(killed.reward, 0.0)
+    assert not reset.failed.any() and not (reset.terminated | reset.truncated).any()
+    np.testing.assert_array_equal(reset.obs, before.next_obs)
+    np.testing.assert_array_equal(after.obs, reset.next_obs)
+    assert not np.array_equal(reset.next_obs, before.next_obs)
+    assert not after.failed.any() and restarts == 2
+    for (step, info), (step2, info2) in zip(steps, again, strict=True):
+        for x, y in zip(jax.tree.leaves((step, info)), jax.tree.leaves((step2, info2)),
+                        strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_async_workers_dying_past_the_restart_budget_are_a_named_env_failure():
+    """More deaths in a row than max_env_restarts: an EnvFailureError naming the
+    runner's envs and the worker's death, which train saves the state for, not a raw
+    EOFError."""
+    with pytest.raises(EnvFailureError, match=r"envs 0\.\.1 \('jaxsac_test/Faulty-v0'\): a "
+                                              r"worker process of the async vector env died "
+                                              r".* 2 times in a row, more than "
+                                              r"max_env_restarts=1"):
+        _killed_run(1, 2)

@@ -5,6 +5,7 @@ fault tolerance: a failing env is rebuilt (see `GymRunner`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any
 
@@ -166,15 +167,12 @@ class GymRunner:
         self.env_id = factory.env_id
         self.num_envs = num_envs
         self.first_env_index = first_env_index
-        env_fns = [functools.partial(_make_sub_env, factory, first_env_index + i,
-                                     max_env_restarts, seed, flatten_structured_obs)
-                   for i in range(num_envs)]
-        autoreset = gymnasium.vector.AutoresetMode.NEXT_STEP
-        if vectorization == "sync":
-            self._vec_env = gymnasium.vector.SyncVectorEnv(env_fns, autoreset_mode=autoreset)
-        else:
-            self._vec_env = gymnasium.vector.AsyncVectorEnv(
-                env_fns, autoreset_mode=autoreset, context="spawn")
+        self._env_fns = [functools.partial(_make_sub_env, factory, first_env_index + i,
+                                           max_env_restarts, seed, flatten_structured_obs)
+                         for i in range(num_envs)]
+        self._vectorization, self._seed = vectorization, seed
+        self._max_env_restarts, self._worker_deaths_in_a_row = max_env_restarts, 0
+        self._vec_env = self._vector_env()
         self.observation_space = self._vec_env.single_observation_space
         self.action_space = self._vec_env.single_action_space
         self.obs_dim = connectors.flat_obs_dim(self.observation_space)
@@ -188,6 +186,13 @@ class GymRunner:
         self._episode_return = np.zeros(num_envs, np.float64)
         self._episode_length = np.zeros(num_envs, np.int64)
         self._resume_obs: np.ndarray | None = None
+
+    def _vector_env(self) -> gymnasium.vector.VectorEnv:
+        autoreset = gymnasium.vector.AutoresetMode.NEXT_STEP
+        if self._vectorization == "sync":
+            return gymnasium.vector.SyncVectorEnv(self._env_fns, autoreset_mode=autoreset)
+        return gymnasium.vector.AsyncVectorEnv(self._env_fns, autoreset_mode=autoreset,
+                                               context="spawn")
 
     @property
     def packed_width(self) -> int:
@@ -235,11 +240,8 @@ class GymRunner:
             next_obs, reward, terminated, truncated, infos = self._vec_env.step(
                 self.actions.to_env(action))
         except (EOFError, BrokenPipeError, ConnectionResetError) as e:
-            last = self.first_env_index + self.num_envs - 1
-            raise EnvFailureError(
-                f"envs {self.first_env_index}..{last} ({self.env_id!r}): a worker process "
-                f"of the async vector env died ({type(e).__name__}: {e}); its envs cannot "
-                "be stepped") from e
+            return self._replace_vector_env(action, e)
+        self._worker_deaths_in_a_row = 0
         self.num_env_restarts += _restarts_in(infos)
         next_obs = connectors.flatten_obs(np.asarray(next_obs))
         done = terminated | truncated
@@ -252,6 +254,38 @@ class GymRunner:
                                 episodes, failed)
         self._obs = next_obs
         self._needs_reset = done
+        return packed
+
+    def _replace_vector_env(self, action: np.ndarray, error: BaseException) -> np.ndarray:
+        """A worker process of the async vector env died (`error`): every env is rebuilt
+        in a new vector env, as for an env whose step raised. This call's rows are failed
+        rows (no env step: obs = next_obs = each env's last good obs, truncated); the next
+        call's are the NEXT_STEP reset rows to the new envs' first observations. Each
+        death adds num_envs to `num_env_restarts`; more than `max_env_restarts` deaths in
+        a row (no successful step between) raise `EnvFailureError`."""
+        last = self.first_env_index + self.num_envs - 1
+        named = (f"envs {self.first_env_index}..{last} ({self.env_id!r}): a worker process "
+                 f"of the async vector env died ({type(error).__name__}: {error})")
+        self._worker_deaths_in_a_row += 1
+        if self._worker_deaths_in_a_row > self._max_env_restarts:
+            raise EnvFailureError(f"{named} {self._worker_deaths_in_a_row} times in a row, "
+                                  f"more than max_env_restarts={self._max_env_restarts}; "
+                                  "its envs cannot be stepped") from error
+        with contextlib.suppress(Exception):  # the dead worker's pipe may not close cleanly
+            self._vec_env.close(terminate=True)
+        self._vec_env = self._vector_env()
+        restart_seed = np.random.SeedSequence(
+            [self._seed, self.first_env_index, self.num_env_restarts]).generate_state(1)[0]
+        first_obs, infos = self._vec_env.reset(seed=int(restart_seed) % 2**31)
+        self.num_env_restarts += self.num_envs + _restarts_in(infos)
+        failed = np.ones(self.num_envs, bool)
+        zeros = np.zeros(self.num_envs)
+        self._episode_return, self._episode_length, episodes = bookkeeping(
+            self._episode_return, self._episode_length, zeros, failed, failed, np)
+        packed = self.rows.pack(self._obs, action, zeros, ~failed, failed, self._obs, episodes,
+                                failed)
+        self.resume_from(self._obs)
+        self._obs = connectors.flatten_obs(np.asarray(first_obs))
         return packed
 
     def _reset_rows_after_resume(self, action: np.ndarray) -> np.ndarray:
