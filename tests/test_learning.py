@@ -51,19 +51,18 @@ def test_inverted_pendulum_learns_beyond_random(learning_steps):
 
 
 MOUNTAIN_CAR_BAR = 90.0  # the goal reached quickly and with little action cost
-MOUNTAIN_CAR_STEPS = 50_000  # RL Zoo's budget
-MOUNTAIN_CAR_CI_STEPS = 20_000
-"""Measured (docs/BENCHMARKS.md, learn_exploration): with pink exploration noise every
-one of 5 seeds evaluates >= 90 from 20,000 env steps on, for two sets of seeds."""
+MOUNTAIN_CAR_STEPS = 50_000
+"""RL Zoo's budget. Measured (docs/BENCHMARKS.md, learn_exploration): with pink
+exploration noise every one of 5 seeds evaluates >= 90 from 20,000 env steps on, for
+two sets of seeds."""
 
 
-def test_tuned_mountain_car_five_seeds_vmapped_reach_the_goal(learning_steps):
+@pytest.mark.long_learning  # 5 seeds x 50,000 env steps: make test-learning only
+def test_tuned_mountain_car_five_seeds_vmapped_reach_the_goal():
     """Colored (pink) exploration noise: every seed's 10 deterministic episodes average
     >= 90 (white noise settles on doing nothing, about 0)."""
     config = jaxsac.tuned("MountainCarContinuous-v0")
     assert config.total_env_steps == MOUNTAIN_CAR_STEPS and config.action_noise_exponent == 1
-    config = config.replace(total_env_steps=learning_steps(MOUNTAIN_CAR_STEPS,
-                                                           ci=MOUNTAIN_CAR_CI_STEPS))
     train_fn = jax.jit(jax.vmap(jaxsac.make_train(config)))
     _, metrics = train_fn(jax.random.split(jax.random.key(0), 5))
     final = np.asarray(metrics["eval_return"])[:, -1]
@@ -104,14 +103,14 @@ def test_tuned_cartpole_on_the_gymnasium_backend_reaches_the_bar(learning_steps)
 
 ACROBOT_BAR = -100.0  # the issue's bar for every seed's deterministic evaluation
 ACROBOT_STEPS = 50_000
-"""The tuned Acrobot-v1's budget; CI trains it whole (measured, docs/BENCHMARKS.md: the
-seeds first pass -100 between 15,000 and 35,000 env steps)."""
+"""The tuned Acrobot-v1's budget (measured, docs/BENCHMARKS.md: the seeds first pass
+-100 between 15,000 and 35,000 env steps)."""
 
 
-def test_tuned_acrobot_five_seeds_vmapped_reach_the_bar(learning_steps):
+@pytest.mark.long_learning  # 5 seeds x 50,000 env steps: make test-learning only
+def test_tuned_acrobot_five_seeds_vmapped_reach_the_bar():
     config = jaxsac.tuned("Acrobot-v1")
     assert config.total_env_steps == ACROBOT_STEPS
-    config = config.replace(total_env_steps=learning_steps(ACROBOT_STEPS, ci=ACROBOT_STEPS))
     train_fn = jax.jit(jax.vmap(jaxsac.make_train(config)))
     _, metrics = train_fn(jax.random.split(jax.random.key(0), 5))
     final = np.asarray(metrics["eval_return"])[:, -1]  # 10 deterministic episodes per seed
