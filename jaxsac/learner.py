@@ -282,7 +282,7 @@ def make_learner(config: SACConfig | LearnerSettings, obs_dim: int,
             step=step,
             hparams=hp,
         )
-        q, td_error = aux["q"], aux["td_error"]
+        q, td_error = head.critic.q_values(aux["q"]), aux["td_error"]  # q: [N, B]
         metrics = {
             "qf_loss": aux["qf_loss"],
             "policy_loss": aux["policy_loss"],

@@ -38,8 +38,9 @@ import jax
 import jax.numpy as jnp
 
 from jaxsac.config import SACConfig
-from jaxsac.networks.critics import CRITICS, CriticFamily, make_critic
+from jaxsac.networks.critics import CriticFamily
 from jaxsac.networks.encoders import ENCODERS, make_encoder
+from jaxsac.networks.families import CRITICS, make_critic
 from jaxsac.networks.layers import MLP
 from jaxsac.networks.registry import Registry
 from jaxsac.networks.settings import NetworkSettings
