@@ -52,6 +52,7 @@ from jaxsac.learner_fields import check_learner_fields
 BACKENDS = ("auto", "jax", "gymnasium")
 ACTIVATIONS = ("relu", "tanh", "elu", "gelu", "silu", "leaky_relu")
 CRITIC_LOSSES = ("mse", "huber")
+CATEGORICAL_TARGETS = ("c51", "hl_gauss")
 VECTORIZATIONS = ("sync", "async")
 POLICY_MAPPINGS = ("independent", "shared")
 PRNG_IMPLS = ("threefry2x32", "philox4x32")
@@ -185,7 +186,8 @@ class SACConfig:
     observation vector itself) or one added with jaxsac.networks.register_encoder."""
     critic: str = setting("ensemble", NETWORKS, STRUCTURAL)
     """The critic family, by name: "ensemble" (num_q Q-functions, their minimum as the
-    target), "tqc" (num_q quantile critics, docs/semantics.md "TQC") or one added with
+    target), "tqc" (num_q quantile critics, docs/semantics.md "TQC"), "categorical"
+    (num_q distributions over a fixed support) or one added with
     jaxsac.networks.register_critic. Another built-in family's settings stay at their
     defaults."""
     critic_loss: Literal["mse", "huber"] = setting("mse", NETWORKS, check=Choice(CRITIC_LOSSES))
@@ -194,6 +196,17 @@ class SACConfig:
     """critic="tqc": quantiles M each critic outputs."""
     quantiles_to_drop_per_net: int = setting(2, NETWORKS, check=Int(0))
     """critic="tqc": the target drops the num_q · this largest pooled quantiles."""
+    num_atoms: int = setting(101, NETWORKS, STRUCTURAL, check=Int(2))
+    """critic="categorical": atoms K of the support linspace(v_min, v_max, K)."""
+    v_min: float | None = setting(None, NETWORKS, STRUCTURAL)
+    """critic="categorical" (required): the support's lowest atom; returns below it clip."""
+    v_max: float | None = setting(None, NETWORKS, STRUCTURAL)
+    """critic="categorical" (required): the support's highest atom; returns above it clip."""
+    categorical_target: Literal["c51", "hl_gauss"] = setting(
+        "c51", NETWORKS, check=Choice(CATEGORICAL_TARGETS))
+    """critic="categorical": the target projected onto the support ("c51") or HL-Gauss."""
+    hl_gauss_sigma: float = setting(0.75, NETWORKS, check=POSITIVE)
+    """categorical_target="hl_gauss": the normal's σ in atom spacings."""
     grad_clip: float | None = setting(None, LEARNER)
     """Global-norm gradient clipping, applied to each optimizer separately; None: off."""
 

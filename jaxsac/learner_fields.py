@@ -21,6 +21,7 @@ OWNER = "SACConfig"
 CRITIC_FAMILY_FIELDS = {
     "ensemble": ("critic_loss",),
     "tqc": ("num_quantiles", "quantiles_to_drop_per_net"),
+    "categorical": ("num_atoms", "v_min", "v_max", "categorical_target", "hl_gauss_sigma"),
 }
 """The SACConfig fields only one built-in critic family reads, by family."""
 
@@ -76,3 +77,20 @@ def _check_critic_family(c: Any) -> None:
         checks.fail(OWNER, "quantiles_to_drop_per_net", c.quantiles_to_drop_per_net,
                     f"below num_quantiles={c.num_quantiles} (dropping every critic's "
                     "quantiles would leave the target no atom)")
+    if c.critic == "categorical":
+        _check_support(c, defaults)
+
+
+def _check_support(c: Any, defaults: dict[str, Any]) -> None:
+    for name in ("v_min", "v_max"):
+        if not checks.is_real(getattr(c, name)):
+            checks.fail(OWNER, name, getattr(c, name), 'a finite number with critic='
+                        '"categorical": the fixed support [v_min, v_max] must be set to '
+                        "cover the task's returns")
+    if not c.v_min < c.v_max:
+        checks.fail(OWNER, "v_max", c.v_max, f"above v_min={c.v_min} (the support "
+                    "[v_min, v_max] of the categorical critic)")
+    if c.categorical_target != "hl_gauss" and c.hl_gauss_sigma != defaults["hl_gauss_sigma"]:
+        checks.fail(OWNER, "hl_gauss_sigma", c.hl_gauss_sigma,
+                    f"{defaults['hl_gauss_sigma']!r} (the default) with categorical_target="
+                    f"{c.categorical_target!r}: it is a setting of the HL-Gauss target")

@@ -1,5 +1,5 @@
 """The critic families by name: what `SACConfig.critic` chooses among, the built-in ones
-("ensemble", "tqc") and those added with `register_critic`.
+("ensemble", "tqc", "categorical") and those added with `register_critic`.
 
     jaxsac.networks.register_critic("mine", lambda settings, num_actions, encoder: Mine(...))
     config = jaxsac.SACConfig(critic="mine")
@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jaxsac import checks
+from jaxsac.networks.categorical_critic import CategoricalCritic
 from jaxsac.networks.critics import CriticFamily, EnsembleCritic, QEnsemble
 from jaxsac.networks.registry import Registry
 from jaxsac.networks.settings import NetworkSettings
@@ -44,7 +45,15 @@ def _tqc(settings: NetworkSettings, num_actions: int, encoder: Any) -> TQCCritic
                      settings.quantiles_to_drop_per_net)
 
 
-CRITICS = Registry("critic family", "register_critic", {"ensemble": _ensemble, "tqc": _tqc})
+def _categorical(settings: NetworkSettings, num_actions: int, encoder: Any
+                 ) -> CategoricalCritic:
+    return CategoricalCritic(_critic_networks(settings, num_actions, encoder, settings.num_atoms),
+                             settings.v_min, settings.v_max, settings.categorical_target,
+                             settings.hl_gauss_sigma)
+
+
+CRITICS = Registry("critic family", "register_critic",
+                   {"ensemble": _ensemble, "tqc": _tqc, "categorical": _categorical})
 
 
 def register_critic(name: str, factory: CriticFactory) -> None:
