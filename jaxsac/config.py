@@ -173,6 +173,9 @@ class SACConfig:
     """Gradient steps per env step (see the class docstring for how it is rounded)."""
     target_network_update_freq: int = setting(1, LEARNER, check=Int(1))
     """Gradient steps between Polyak target updates."""
+    policy_update_every: int = setting(1, LEARNER, check=Int(1))
+    """Gradient steps between updates of the actor and α (FastSAC's, sbx's policy_delay);
+    the critics update at every one."""
     hidden_sizes: tuple[int, ...] = setting((256, 256), NETWORKS, STRUCTURAL)
     """Hidden layer sizes of the actor and of each critic."""
     activation: Literal["relu", "tanh", "elu", "gelu", "silu", "leaky_relu"] = setting(

@@ -242,16 +242,35 @@ def make_learner(config: SACConfig | LearnerSettings, obs_dim: int,
         updates = jax.tree.map(lambda u: -learning_rate * u, updates)
         return optax.apply_updates(params, updates), opt_state
 
+    def critic_gradients(params: LossParams, target_critic_params: Params, batch: Batch,
+                         key: jax.Array) -> tuple[LossParams, dict[str, jax.Array]]:
+        """The gradient of the losses for the critics alone (zeros for the actor and
+        log α, whose backward passes are not taken), with every loss's value."""
+        grads, aux = jax.grad(
+            lambda critic: loss(params._replace(critic_params=critic), target_critic_params,
+                                batch, key), has_aux=True)(params.critic_params)
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        return zeros._replace(critic_params=grads), aux
+
     def update(state: LearnerState, batch: Batch, key: jax.Array):
-        """One gradient step on all three losses, from the parameters before the step.
+        """One gradient step on all three losses, from the parameters before the step;
+        with policy_update_every k > 1, the actor and log α take theirs only at gradient
+        steps s = state.step + 1 that are multiples of k (the others skip their backward
+        pass and leave them and their optimizer states as they were).
 
         batch: `Batch` with leading axis B. Returns (new state, metrics dict of scalars,
-        td_error [B] = mean_i |Q_i(s, a) − y|).
+        td_error [B], the critic family's, e.g. mean_i |Q_i(s, a) − y|).
         """
         hp = state.hparams
         params = LossParams(state.actor_params, state.critic_params, state.log_alpha)
-        grads, aux = jax.grad(loss, has_aux=True)(
-            params, state.target_critic_params, batch, key)
+        if config.policy_update_every == 1:
+            grads, aux = jax.grad(loss, has_aux=True)(
+                params, state.target_critic_params, batch, key)
+        else:
+            policy_due = (state.step + 1) % config.policy_update_every == 0
+            grads, aux = jax.lax.cond(
+                policy_due, jax.grad(loss, has_aux=True), critic_gradients,
+                params, state.target_critic_params, batch, key)
 
         actor_params, actor_opt_state = apply_gradients(
             state.actor_params, grads.actor_params, state.actor_opt_state, hp.actor_lr)
@@ -262,6 +281,13 @@ def make_learner(config: SACConfig | LearnerSettings, obs_dim: int,
                 state.log_alpha, grads.log_alpha, state.alpha_opt_state, hp.alpha_lr)
         else:
             log_alpha, alpha_opt_state = state.log_alpha, state.alpha_opt_state
+
+        if config.policy_update_every > 1:
+            actor_params, actor_opt_state, log_alpha, alpha_opt_state = jax.tree.map(
+                lambda new, old: jnp.where(policy_due, new, old),
+                (actor_params, actor_opt_state, log_alpha, alpha_opt_state),
+                (state.actor_params, state.actor_opt_state, state.log_alpha,
+                 state.alpha_opt_state))
 
         step = state.step + 1
         target_critic_params = polyak(critic_params, state.target_critic_params, hp.tau)
