@@ -62,8 +62,9 @@ class SACConfig:
     """Configuration of one SAC run (environment, hyperparameters, logging, checkpoints).
 
     `n_step` is an int (fixed n) or a pair `(n_min, n_max)`: each sample draws n
-    uniformly from {n_min, ..., n_max}. `target_entropy` is a float or "auto": −|A| for
-    Box actions, `target_entropy_scale` · log|A| for Discrete ones.
+    uniformly from {n_min, ..., n_max}. `target_entropy` is a float or "auto":
+    −`target_entropy_ratio` · |A| for Box actions, `target_entropy_scale` · log|A| for
+    Discrete ones.
     `utd_ratio` is gradient steps per env step: each iteration (every env steps once)
     takes `round(utd_ratio * num_envs)` gradient steps (Python's round, halves to even)
     while that is at least one; when it rounds to zero (utd_ratio * num_envs <= 0.5), one
@@ -151,11 +152,14 @@ class SACConfig:
     learn_alpha: bool = setting(True, LEARNER, check=Bool())
     """Learn α toward the target entropy; False keeps α = initial_alpha."""
     target_entropy: float | Literal["auto"] = setting("auto", LEARNER)
-    """Target entropy H̄; "auto" is −|A| (Box actions) or target_entropy_scale · log|A|
-    (Discrete actions, |A| of them)."""
+    """Target entropy H̄; "auto" is −target_entropy_ratio · |A| (Box actions, −|A| by
+    default) or target_entropy_scale · log|A| (Discrete actions, |A| of them)."""
     target_entropy_scale: float | None = setting(None, LEARNER)
     """Discrete actions only: "auto"'s target entropy as a fraction of the largest,
     log|A|, in (0, 1); None: 0.5 (docs/semantics.md, "Discrete actions")."""
+    target_entropy_ratio: float | None = setting(None, LEARNER)
+    """Box actions only: "auto"'s target entropy is −ratio · |A| (FastSAC's setting);
+    None: 1, above −log 2 (the largest entropy of a squashed policy is |A| log 2)."""
     log_std_bounds: tuple[float, float] | None = setting(None, NETWORKS)
     """Box actions only: (min, max) the policy's log standard deviations are clipped
     to; None: (-5, 2)."""

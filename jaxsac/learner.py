@@ -120,24 +120,30 @@ def _optimizer(grad_clip: float | None) -> optax.GradientTransformation:
 
 
 def target_entropy(config: SACConfig | LearnerSettings, head: PolicyHead) -> float:
-    """H̄: the configured float, or the head's "auto" value (−|A| for a Box,
-    target_entropy_scale · log|A| for Discrete actions)."""
+    """H̄: the configured float, or the head's "auto" value (−target_entropy_ratio · |A|
+    for a Box, target_entropy_scale · log|A| for Discrete actions; `check_action_settings`
+    lets only the action space's own one be set)."""
     if config.target_entropy == "auto":
-        return head.auto_target_entropy(config.target_entropy_scale)
+        scale = (config.target_entropy_scale if config.target_entropy_ratio is None
+                 else config.target_entropy_ratio)
+        return head.auto_target_entropy(scale)
     return float(config.target_entropy)
 
 
 def check_action_settings(config: SACConfig | LearnerSettings, actions: ModuleActions
                           ) -> None:
     """Errors for settings the action space cannot honour, naming the field and the
-    space: log_std_bounds is for Box actions only, target_entropy_scale for Discrete
-    ones, and a Discrete target entropy must be below the largest, log|A|."""
+    space: log_std_bounds and target_entropy_ratio are for Box actions only,
+    target_entropy_scale for Discrete ones, and a Discrete target entropy must be below
+    the largest, log|A|."""
     space = actions.space
     if actions.kind == "discrete":
-        if config.log_std_bounds is not None:
-            checks.fail("SACConfig", "log_std_bounds", config.log_std_bounds,
-                        f"None for the Discrete action space {space} (a Box-only setting: "
-                        "the categorical policy has no standard deviation)")
+        for name in ("log_std_bounds", "target_entropy_ratio"):
+            if getattr(config, name) is not None:
+                checks.fail("SACConfig", name, getattr(config, name),
+                            f"None for the Discrete action space {space} (a Box-only "
+                            "setting: the categorical policy has no standard deviation "
+                            "or action dimension)")
         largest = math.log(actions.dim)
         if config.target_entropy != "auto" and not config.target_entropy < largest:
             checks.fail("SACConfig", "target_entropy", config.target_entropy,
@@ -146,7 +152,7 @@ def check_action_settings(config: SACConfig | LearnerSettings, actions: ModuleAc
     elif config.target_entropy_scale is not None:
         checks.fail("SACConfig", "target_entropy_scale", config.target_entropy_scale,
                     f"None for the Box action space {space} (a Discrete-only setting; set "
-                    "target_entropy for Box actions)")
+                    "target_entropy or target_entropy_ratio for Box actions)")
 
 
 def make_learner(config: SACConfig | LearnerSettings, obs_dim: int,
