@@ -17,7 +17,7 @@ from jaxsac.config import STRUCTURAL, SACConfig, fields_with
 from jaxsac.learner import LossParams, make_learner
 from jaxsac.networks import quantile_huber_loss
 from tests.support import numpy_critics
-from tests.support.helpers import assert_gradients_routed
+from tests.support.helpers import TINY, assert_gradients_routed, leaves_equal
 from tests.test_learner import ACT_DIM, OBS_DIM, B, mixed_batch, noises, perturbed_targets
 
 TOL = dict(rtol=2e-5, atol=2e-5)
@@ -306,6 +306,31 @@ def test_update_vmaps_over_seeds(family):
         np.testing.assert_allclose(td_error[i], single_td, rtol=1e-5, atol=1e-6)
         jax.tree.map(lambda a, b, i=i: np.testing.assert_allclose(a[i], b, rtol=1e-5, atol=1e-6),
                      new_states.critic_params, single_state.critic_params)
+
+
+# --- a whole run ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", [dict(critic="tqc", num_quantiles=3),
+                                    dict(CATEGORICAL, categorical_target="hl_gauss")],
+                         ids=["tqc", "categorical"])
+def test_a_multi_agent_prioritized_n_step_run_checkpoints_and_restores(family, tmp_path):
+    """Two agents with a module each (the learner vmapped over modules), n-step returns
+    and prioritized replay: the run's final state is restored bit for bit, and a config
+    with other critic arrays is refused naming the difference."""
+    config = SACConfig(env_id="MultiAgentPendulum-v1", num_agents=2, n_step=(1, 3),
+                       prioritized=True, checkpoint_dir=str(tmp_path), **family,
+                       **{**TINY, "total_env_steps": 400})
+    result = jaxsac.train(config, progress=False)
+    assert np.all(np.isfinite(result.metrics["qf_loss"][-1]))
+    assert np.asarray(result.metrics["qf_loss"]).shape[-1] == 2  # one per module
+    restored, stored = checkpoint.restore(tmp_path)
+    assert stored == config and leaves_equal(restored, result.state)
+    other = (dict(num_quantiles=4) if family["critic"] == "tqc" else dict(num_atoms=12))
+    name, value = next(iter(other.items()))
+    with pytest.raises(ValueError, match=f"{name}: stored {getattr(config, name)}, "
+                                         f"requested {value}"):
+        checkpoint.restore(tmp_path, config=config.replace(**other))
 
 
 # --- learning ------------------------------------------------------------------------
