@@ -47,10 +47,12 @@ from jaxsac.field_roles import (  # noqa: F401 - the roles and parts are used fr
     check_value,
     setting,
 )
+from jaxsac.learner_fields import check_learner_fields
 
 BACKENDS = ("auto", "jax", "gymnasium")
 ACTIVATIONS = ("relu", "tanh", "elu", "gelu", "silu", "leaky_relu")
 CRITIC_LOSSES = ("mse", "huber")
+CATEGORICAL_TARGETS = ("c51", "hl_gauss")
 VECTORIZATIONS = ("sync", "async")
 POLICY_MAPPINGS = ("independent", "shared")
 PRNG_IMPLS = ("threefry2x32", "philox4x32")
@@ -60,8 +62,9 @@ class SACConfig:
     """Configuration of one SAC run (environment, hyperparameters, logging, checkpoints).
 
     `n_step` is an int (fixed n) or a pair `(n_min, n_max)`: each sample draws n
-    uniformly from {n_min, ..., n_max}. `target_entropy` is a float or "auto": −|A| for
-    Box actions, `target_entropy_scale` · log|A| for Discrete ones.
+    uniformly from {n_min, ..., n_max}. `target_entropy` is a float or "auto":
+    −`target_entropy_ratio` · |A| for Box actions, `target_entropy_scale` · log|A| for
+    Discrete ones.
     `utd_ratio` is gradient steps per env step: each iteration (every env steps once)
     takes `round(utd_ratio * num_envs)` gradient steps (Python's round, halves to even)
     while that is at least one; when it rounds to zero (utd_ratio * num_envs <= 0.5), one
@@ -149,11 +152,14 @@ class SACConfig:
     learn_alpha: bool = setting(True, LEARNER, check=Bool())
     """Learn α toward the target entropy; False keeps α = initial_alpha."""
     target_entropy: float | Literal["auto"] = setting("auto", LEARNER)
-    """Target entropy H̄; "auto" is −|A| (Box actions) or target_entropy_scale · log|A|
-    (Discrete actions, |A| of them)."""
+    """Target entropy H̄; "auto" is −target_entropy_ratio · |A| (Box actions, −|A| by
+    default) or target_entropy_scale · log|A| (Discrete actions, |A| of them)."""
     target_entropy_scale: float | None = setting(None, LEARNER)
     """Discrete actions only: "auto"'s target entropy as a fraction of the largest,
     log|A|, in (0, 1); None: 0.5 (docs/semantics.md, "Discrete actions")."""
+    target_entropy_ratio: float | None = setting(None, LEARNER)
+    """Box actions only: "auto"'s target entropy is −ratio · |A| (FastSAC's setting);
+    None: 1, above −log 2 (the largest entropy of a squashed policy is |A| log 2)."""
     log_std_bounds: tuple[float, float] | None = setting(None, NETWORKS)
     """Box actions only: (min, max) the policy's log standard deviations are clipped
     to; None: (-5, 2)."""
@@ -171,6 +177,9 @@ class SACConfig:
     """Gradient steps per env step (see the class docstring for how it is rounded)."""
     target_network_update_freq: int = setting(1, LEARNER, check=Int(1))
     """Gradient steps between Polyak target updates."""
+    policy_update_every: int = setting(1, LEARNER, check=Int(1))
+    """Gradient steps between updates of the actor and α (FastSAC's, sbx's policy_delay);
+    the critics update at every one."""
     hidden_sizes: tuple[int, ...] = setting((256, 256), NETWORKS, STRUCTURAL)
     """Hidden layer sizes of the actor and of each critic."""
     activation: Literal["relu", "tanh", "elu", "gelu", "silu", "leaky_relu"] = setting(
@@ -184,9 +193,27 @@ class SACConfig:
     observation vector itself) or one added with jaxsac.networks.register_encoder."""
     critic: str = setting("ensemble", NETWORKS, STRUCTURAL)
     """The critic family, by name: "ensemble" (num_q Q-functions, their minimum as the
-    target) or one added with jaxsac.networks.register_critic."""
+    target), "tqc" (num_q quantile critics, docs/semantics.md "TQC"), "categorical"
+    (num_q distributions over a fixed support) or one added with
+    jaxsac.networks.register_critic. Another built-in family's settings stay at their
+    defaults."""
     critic_loss: Literal["mse", "huber"] = setting("mse", NETWORKS, check=Choice(CRITIC_LOSSES))
-    """Critic loss: ½x² ("mse") or Huber with δ = 1 ("huber")."""
+    """critic="ensemble": ½x² ("mse") or Huber with δ = 1 ("huber")."""
+    num_quantiles: int = setting(25, NETWORKS, STRUCTURAL, check=Int(1))
+    """critic="tqc": quantiles M each critic outputs."""
+    quantiles_to_drop_per_net: int = setting(2, NETWORKS, check=Int(0))
+    """critic="tqc": the target drops the num_q · this largest pooled quantiles."""
+    num_atoms: int = setting(101, NETWORKS, STRUCTURAL, check=Int(2))
+    """critic="categorical": atoms K of the support linspace(v_min, v_max, K)."""
+    v_min: float | None = setting(None, NETWORKS, STRUCTURAL)
+    """critic="categorical" (required): the support's lowest atom; returns below it clip."""
+    v_max: float | None = setting(None, NETWORKS, STRUCTURAL)
+    """critic="categorical" (required): the support's highest atom; returns above it clip."""
+    categorical_target: Literal["c51", "hl_gauss"] = setting(
+        "c51", NETWORKS, check=Choice(CATEGORICAL_TARGETS))
+    """critic="categorical": the target projected onto the support ("c51") or HL-Gauss."""
+    hl_gauss_sigma: float = setting(0.75, NETWORKS, check=POSITIVE)
+    """categorical_target="hl_gauss": the normal's σ in atom spacings."""
     grad_clip: float | None = setting(None, LEARNER)
     """Global-norm gradient clipping, applied to each optimizer separately; None: off."""
 
@@ -342,9 +369,6 @@ def _validate(c: SACConfig) -> None:
     owner = "SACConfig"
     if not isinstance(c.env_id, str) or not c.env_id:
         checks.fail(owner, "env_id", c.env_id, "a non-empty gymnasium environment id")
-    for name in ("encoder", "critic"):
-        if not isinstance(getattr(c, name), str) or not getattr(c, name):
-            checks.fail(owner, name, getattr(c, name), "a non-empty registered name")
     for field in dataclasses.fields(c):
         if field.metadata["check"] is not None:
             check_value(owner, field.name, getattr(c, field.name), field.metadata["check"])
@@ -385,35 +409,13 @@ def _validate(c: SACConfig) -> None:
         if not c.prioritized:
             checks.fail(owner, "priority_beta_final", c.priority_beta_final,
                         "None without prioritized replay (prioritized=False)")
-    if c.grad_clip is not None:
-        checks.check_real(owner, "grad_clip", c.grad_clip, 0.0, math.inf, open_low=True)
-    if not (c.target_entropy == "auto" or checks.is_real(c.target_entropy)):
-        checks.fail(owner, "target_entropy", c.target_entropy, '"auto" or a finite number')
-    if c.target_entropy_scale is not None:
-        if c.target_entropy != "auto":
-            checks.fail(owner, "target_entropy_scale", c.target_entropy_scale,
-                        f"None with an explicit target_entropy={c.target_entropy!r} (it "
-                        'scales only target_entropy="auto")')
-        scale = c.target_entropy_scale
-        if not checks.is_real(scale) or not 0.0 < scale < 1.0:
-            checks.fail(owner, "target_entropy_scale", scale, "None or a number in (0, 1) "
-                        "(a fraction of the largest entropy, log|A|)")
-    if c.log_std_bounds is not None and not (
-            isinstance(c.log_std_bounds, tuple) and len(c.log_std_bounds) == 2
-            and all(checks.is_real(b) for b in c.log_std_bounds)
-            and c.log_std_bounds[0] < c.log_std_bounds[1]):
-        checks.fail(owner, "log_std_bounds", c.log_std_bounds,
-                    "None or a pair (min, max) of finite numbers with min < max")
     checks.check_n_step(owner, c.n_step)
     if c.obs_keys is not None and not (
             isinstance(c.obs_keys, tuple) and c.obs_keys
             and all(isinstance(k, str) and k for k in c.obs_keys)):
         checks.fail(owner, "obs_keys", c.obs_keys,
                     "None or a non-empty tuple of observation keys (non-empty strings)")
-    if (not isinstance(c.hidden_sizes, tuple) or not c.hidden_sizes
-            or not all(checks.is_int(h) and h >= 1 for h in c.hidden_sizes)):
-        checks.fail(owner, "hidden_sizes", c.hidden_sizes,
-                    "a non-empty tuple of positive integers")
+    check_learner_fields(c)
 
 
 def _validate_env_runners(c: SACConfig) -> None:

@@ -120,24 +120,30 @@ def _optimizer(grad_clip: float | None) -> optax.GradientTransformation:
 
 
 def target_entropy(config: SACConfig | LearnerSettings, head: PolicyHead) -> float:
-    """H̄: the configured float, or the head's "auto" value (−|A| for a Box,
-    target_entropy_scale · log|A| for Discrete actions)."""
+    """H̄: the configured float, or the head's "auto" value (−target_entropy_ratio · |A|
+    for a Box, target_entropy_scale · log|A| for Discrete actions; `check_action_settings`
+    lets only the action space's own one be set)."""
     if config.target_entropy == "auto":
-        return head.auto_target_entropy(config.target_entropy_scale)
+        scale = (config.target_entropy_scale if config.target_entropy_ratio is None
+                 else config.target_entropy_ratio)
+        return head.auto_target_entropy(scale)
     return float(config.target_entropy)
 
 
 def check_action_settings(config: SACConfig | LearnerSettings, actions: ModuleActions
                           ) -> None:
     """Errors for settings the action space cannot honour, naming the field and the
-    space: log_std_bounds is for Box actions only, target_entropy_scale for Discrete
-    ones, and a Discrete target entropy must be below the largest, log|A|."""
+    space: log_std_bounds and target_entropy_ratio are for Box actions only,
+    target_entropy_scale for Discrete ones, and a Discrete target entropy must be below
+    the largest, log|A|."""
     space = actions.space
     if actions.kind == "discrete":
-        if config.log_std_bounds is not None:
-            checks.fail("SACConfig", "log_std_bounds", config.log_std_bounds,
-                        f"None for the Discrete action space {space} (a Box-only setting: "
-                        "the categorical policy has no standard deviation)")
+        for name in ("log_std_bounds", "target_entropy_ratio"):
+            if getattr(config, name) is not None:
+                checks.fail("SACConfig", name, getattr(config, name),
+                            f"None for the Discrete action space {space} (a Box-only "
+                            "setting: the categorical policy has no standard deviation "
+                            "or action dimension)")
         largest = math.log(actions.dim)
         if config.target_entropy != "auto" and not config.target_entropy < largest:
             checks.fail("SACConfig", "target_entropy", config.target_entropy,
@@ -146,7 +152,7 @@ def check_action_settings(config: SACConfig | LearnerSettings, actions: ModuleAc
     elif config.target_entropy_scale is not None:
         checks.fail("SACConfig", "target_entropy_scale", config.target_entropy_scale,
                     f"None for the Box action space {space} (a Discrete-only setting; set "
-                    "target_entropy for Box actions)")
+                    "target_entropy or target_entropy_ratio for Box actions)")
 
 
 def make_learner(config: SACConfig | LearnerSettings, obs_dim: int,
@@ -242,16 +248,35 @@ def make_learner(config: SACConfig | LearnerSettings, obs_dim: int,
         updates = jax.tree.map(lambda u: -learning_rate * u, updates)
         return optax.apply_updates(params, updates), opt_state
 
+    def critic_gradients(params: LossParams, target_critic_params: Params, batch: Batch,
+                         key: jax.Array) -> tuple[LossParams, dict[str, jax.Array]]:
+        """The gradient of the losses for the critics alone (zeros for the actor and
+        log α, whose backward passes are not taken), with every loss's value."""
+        grads, aux = jax.grad(
+            lambda critic: loss(params._replace(critic_params=critic), target_critic_params,
+                                batch, key), has_aux=True)(params.critic_params)
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        return zeros._replace(critic_params=grads), aux
+
     def update(state: LearnerState, batch: Batch, key: jax.Array):
-        """One gradient step on all three losses, from the parameters before the step.
+        """One gradient step on all three losses, from the parameters before the step;
+        with policy_update_every k > 1, the actor and log α take theirs only at gradient
+        steps s = state.step + 1 that are multiples of k (the others skip their backward
+        pass and leave them and their optimizer states as they were).
 
         batch: `Batch` with leading axis B. Returns (new state, metrics dict of scalars,
-        td_error [B] = mean_i |Q_i(s, a) − y|).
+        td_error [B], the critic family's, e.g. mean_i |Q_i(s, a) − y|).
         """
         hp = state.hparams
         params = LossParams(state.actor_params, state.critic_params, state.log_alpha)
-        grads, aux = jax.grad(loss, has_aux=True)(
-            params, state.target_critic_params, batch, key)
+        if config.policy_update_every == 1:
+            grads, aux = jax.grad(loss, has_aux=True)(
+                params, state.target_critic_params, batch, key)
+        else:
+            policy_due = (state.step + 1) % config.policy_update_every == 0
+            grads, aux = jax.lax.cond(
+                policy_due, jax.grad(loss, has_aux=True), critic_gradients,
+                params, state.target_critic_params, batch, key)
 
         actor_params, actor_opt_state = apply_gradients(
             state.actor_params, grads.actor_params, state.actor_opt_state, hp.actor_lr)
@@ -262,6 +287,13 @@ def make_learner(config: SACConfig | LearnerSettings, obs_dim: int,
                 state.log_alpha, grads.log_alpha, state.alpha_opt_state, hp.alpha_lr)
         else:
             log_alpha, alpha_opt_state = state.log_alpha, state.alpha_opt_state
+
+        if config.policy_update_every > 1:
+            actor_params, actor_opt_state, log_alpha, alpha_opt_state = jax.tree.map(
+                lambda new, old: jnp.where(policy_due, new, old),
+                (actor_params, actor_opt_state, log_alpha, alpha_opt_state),
+                (state.actor_params, state.actor_opt_state, state.log_alpha,
+                 state.alpha_opt_state))
 
         step = state.step + 1
         target_critic_params = polyak(critic_params, state.target_critic_params, hp.tau)
@@ -282,7 +314,7 @@ def make_learner(config: SACConfig | LearnerSettings, obs_dim: int,
             step=step,
             hparams=hp,
         )
-        q, td_error = aux["q"], aux["td_error"]
+        q, td_error = head.critic.q_values(aux["q"]), aux["td_error"]  # q: [N, B]
         metrics = {
             "qf_loss": aux["qf_loss"],
             "policy_loss": aux["policy_loss"],

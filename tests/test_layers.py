@@ -15,7 +15,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "jaxsac"
 
 LAYERS = (
     ("records", ("types", "checks")),
-    ("fields", ("field_roles",)),
+    ("fields", ("field_roles", "learner_fields")),
     ("config", ("config",)),
     ("components", ("envs", "networks", "noise", "connectors", "agents", "logger",
                     "distributed", "compilation", "tuned", "random_bits", "storage",

@@ -1,7 +1,8 @@
 """SAC networks (flax.linen) and the three extension points built on them:
 
     encoders   observation -> features (`Encoder`; "flat" by default), by name
-    critics    the critics, their TD target and loss (`CriticFamily`; "ensemble"), by name
+    critics    the critics, their TD target and loss (`CriticFamily`; "ensemble", "tqc",
+               "categorical"), by name (`families`)
     heads      the action distribution of each kind of action space (`PolicyHead`),
                chosen from the action adapter's kind
 
@@ -11,16 +12,12 @@ the batch size, |A| the action dimension (Box) or the number of actions (Discret
 the number of critics.
 """
 
-from jaxsac.networks.critics import (
-    CRITICS,
-    CriticFamily,
-    EnsembleCritic,
-    QEnsemble,
-    element_loss,
-    make_critic,
-    register_critic,
-    registered_critics,
+from jaxsac.networks.categorical_critic import (
+    CategoricalCritic,
+    c51_projection,
+    hl_gauss_probs,
 )
+from jaxsac.networks.critics import CriticFamily, EnsembleCritic, QEnsemble, element_loss
 from jaxsac.networks.encoders import (
     ENCODERS,
     Encoder,
@@ -28,6 +25,7 @@ from jaxsac.networks.encoders import (
     register_encoder,
     registered_encoders,
 )
+from jaxsac.networks.families import CRITICS, make_critic, register_critic, registered_critics
 from jaxsac.networks.heads import (
     DISCRETE_TARGET_ENTROPY_SCALE,
     HEADS,
@@ -50,14 +48,16 @@ from jaxsac.networks.heads import (
 from jaxsac.networks.layers import ACTIVATIONS, KERNEL_INIT, MLP
 from jaxsac.networks.registry import Registry
 from jaxsac.networks.settings import NetworkSettings
+from jaxsac.networks.tqc import TQCCritic, quantile_huber_loss, truncated_target
 
 __all__ = [
     "ACTIVATIONS", "CRITICS", "DISCRETE_TARGET_ENTROPY_SCALE", "ENCODERS", "HEADS",
     "KERNEL_INIT", "LOG_STD_MAX", "LOG_STD_MIN", "MLP", "Actor", "CategoricalActor",
-    "CategoricalHead", "CriticFamily", "Encoder", "EnsembleCritic", "NetworkSettings",
-    "PolicyHead", "QEnsemble", "Registry", "SquashedGaussianHead", "categorical_log_probs",
-    "deterministic_action", "element_loss", "init_networks", "make_critic", "make_encoder",
-    "policy_head", "register_critic", "register_encoder", "register_policy_head",
-    "registered_critics", "registered_encoders", "sample_action", "squashed_log_prob",
-    "uses_builtin_networks",
+    "CategoricalCritic", "CategoricalHead", "CriticFamily", "Encoder", "EnsembleCritic",
+    "NetworkSettings", "PolicyHead", "QEnsemble", "Registry", "SquashedGaussianHead",
+    "TQCCritic", "c51_projection", "categorical_log_probs", "deterministic_action",
+    "element_loss", "hl_gauss_probs", "init_networks", "make_critic", "make_encoder",
+    "policy_head", "quantile_huber_loss", "register_critic", "register_encoder",
+    "register_policy_head", "registered_critics", "registered_encoders", "sample_action",
+    "squashed_log_prob", "truncated_target", "uses_builtin_networks",
 ]

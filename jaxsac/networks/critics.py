@@ -8,6 +8,7 @@ The contract (`CriticFamily`) is what the learner and the policy heads need:
         -> [N, B, *T] for Box actions, [N, B, |A|, *T] for Discrete ones (every
            action's): N ensemble members, T the family's trailing output shape (() for
            Q-values, (K,) for K quantiles, or K logits over a fixed support)
+    family.q_values(out) -> [N, B(, |A|)] each member's expected return (the metrics)
     family.value(out) -> [B(, |A|)]       the expected return the policy maximizes
     family.td_target(reward [B], discount [B], next_out, entropy, probs) -> target
         next_out: out at (s', a' ~ π) [N, B, *T] (Box), or at s' for every action
@@ -22,7 +23,9 @@ The policy head gives the family what only the policy knows (next actions, α lo
 action probabilities); the family builds the target from them, so a distributional
 family projects or shifts its own support there. "ensemble" is the first family: N
 independent Q-functions, the minimum of them as the value and in the target
-(docs/semantics.md). Another family plugs in by name:
+(docs/semantics.md); "tqc" (jaxsac.networks.tqc) and "categorical"
+(jaxsac.networks.categorical_critic) are distributional. Another family plugs in by
+name (jaxsac.networks.families):
 
     jaxsac.networks.register_critic("mine", lambda settings, num_actions, encoder: Mine(...))
     config = jaxsac.SACConfig(critic="mine")
@@ -30,7 +33,7 @@ independent Q-functions, the minimum of them as the value and in the target
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import flax.linen as nn
@@ -39,8 +42,6 @@ import jax.numpy as jnp
 import optax
 
 from jaxsac.networks.layers import MLP
-from jaxsac.networks.registry import Registry
-from jaxsac.networks.settings import NetworkSettings
 
 
 @runtime_checkable
@@ -52,6 +53,8 @@ class CriticFamily(Protocol):
 
     def apply(self, params: Any, obs: jax.Array, action: jax.Array | None = None
               ) -> jax.Array: ...
+
+    def q_values(self, out: jax.Array) -> jax.Array: ...
 
     def value(self, out: jax.Array) -> jax.Array: ...
 
@@ -68,7 +71,9 @@ class QEnsemble(nn.Module):
     Continuous (num_actions=0): `__call__(obs [B, obs_dim], action [B, |A|]) -> q [N, B]`.
     Discrete (num_actions=|A|): `__call__(obs [B, obs_dim]) -> q [N, B, |A|]`, the value
     of every action. `layer_norm`: LayerNorm after each hidden activation. `encoder`:
-    a flax module obs -> features the N critics share (None: obs itself).
+    a flax module obs -> features the N critics share (None: obs itself). `outputs`:
+    0 for one value per action, K for K values (quantiles, logits), a trailing axis
+    [N, B(, |A|), K].
 
     The parameters are those of `nn.vmap(MLP)`: created by it, so each critic has its
     own initial draw, and stacked along axis 0 (the layout of every checkpoint). Without
@@ -83,12 +88,14 @@ class QEnsemble(nn.Module):
     num_actions: int = 0
     layer_norm: bool = False
     encoder: nn.Module | None = None
+    outputs: int = 0
 
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array | None = None) -> jax.Array:
         features = obs if self.encoder is None else self.encoder(obs)
         x = features if self.num_actions else jnp.concatenate([features, action], axis=-1)
-        mlp_fields = (self.hidden_sizes, self.num_actions or 1, self.activation, self.layer_norm)
+        out_dim = (self.num_actions or 1) * max(self.outputs, 1)
+        mlp_fields = (self.hidden_sizes, out_dim, self.activation, self.layer_norm)
         critics = nn.vmap(
             MLP,
             variable_axes={"params": 0},
@@ -109,6 +116,9 @@ class QEnsemble(nn.Module):
             q = jnp.stack([
                 critic.apply({"params": jax.tree.map(lambda p, i=i: p[i], stacked)}, x)
                 for i in range(self.num_q)])
+        if self.outputs:
+            per_action = (self.num_actions,) if self.num_actions else ()
+            return q.reshape(q.shape[:-1] + per_action + (self.outputs,))
         return q if self.num_actions else q[..., 0]
 
 
@@ -134,6 +144,9 @@ class EnsembleCritic(NamedTuple):
               ) -> jax.Array:
         return self.network.apply(params, obs, action)
 
+    def q_values(self, out: jax.Array) -> jax.Array:
+        return out
+
     def value(self, out: jax.Array) -> jax.Array:
         return jnp.min(out, axis=0)
 
@@ -149,40 +162,3 @@ class EnsembleCritic(NamedTuple):
         error = out_taken - target
         loss = jnp.mean(weights * jnp.sum(element_loss(self.loss_kind, error), 0))
         return loss, jnp.mean(jnp.abs(error), axis=0)
-
-
-CriticFactory = Callable[[NetworkSettings, int, Any], CriticFamily]
-"""(settings, num_actions (|A| for Discrete actions, 0 for Box), encoder or None) -> the
-family."""
-
-
-def _ensemble(settings: NetworkSettings, num_actions: int, encoder: Any) -> EnsembleCritic:
-    return EnsembleCritic(QEnsemble(settings.num_q, settings.hidden_sizes, settings.activation,
-                                    num_actions, settings.critic_layer_norm, encoder),
-                          settings.critic_loss)
-
-
-CRITICS = Registry("critic family", "register_critic", {"ensemble": _ensemble})
-
-
-def register_critic(name: str, factory: CriticFactory) -> None:
-    """Make `SACConfig(critic=name)` build its critics with `factory`."""
-    CRITICS.add(name, factory, factory, "(settings, num_actions, encoder) -> CriticFamily")
-
-
-def registered_critics() -> list[str]:
-    """The names `SACConfig.critic` accepts in this process."""
-    return CRITICS.names()
-
-
-def make_critic(settings: NetworkSettings, num_actions: int, encoder: Any = None
-                ) -> CriticFamily:
-    """The critic family `settings.critic` names."""
-    if settings.critic not in CRITICS:
-        CRITICS.missing("SACConfig", "critic", settings.critic)
-    family = CRITICS[settings.critic](settings, num_actions, encoder)
-    if not isinstance(family, CriticFamily):
-        raise ValueError(f"the critic factory registered as {settings.critic!r} returned "
-                         f"{type(family).__name__}, which lacks CriticFamily's methods "
-                         "(init, apply, value, td_target, loss)")
-    return family

@@ -19,7 +19,9 @@ number of actions (Discrete), and out the critic family's output (jaxsac.network
         π(·|s') [B, |A|] (an exact expectation)
     policy_objective(actor_params, critic_params, obs, alpha, key)
         -> (actor loss per sample [B], log π term [B]: its mean is minus the entropy)
-    auto_target_entropy(scale) -> the target entropy of target_entropy="auto"
+    auto_target_entropy(scale) -> the target entropy of target_entropy="auto" (scale: the
+        config's target_entropy_ratio for Box actions, target_entropy_scale for Discrete
+        ones, None when unset)
 
 Another head plugs in for a new kind of action adapter (jaxsac.connectors.ModuleActions):
 
@@ -38,8 +40,9 @@ import jax
 import jax.numpy as jnp
 
 from jaxsac.config import SACConfig
-from jaxsac.networks.critics import CRITICS, CriticFamily, make_critic
+from jaxsac.networks.critics import CriticFamily
 from jaxsac.networks.encoders import ENCODERS, make_encoder
+from jaxsac.networks.families import CRITICS, make_critic
 from jaxsac.networks.layers import MLP
 from jaxsac.networks.registry import Registry
 from jaxsac.networks.settings import NetworkSettings
@@ -196,8 +199,8 @@ class SquashedGaussianHead(NamedTuple):
         return alpha * log_prob - policy_q, log_prob
 
     def auto_target_entropy(self, scale: float | None) -> float:
-        """−|A| (`scale` is a discrete-only setting and is None here)."""
-        return -float(self.act_dim)
+        """−scale · |A| (`target_entropy_ratio`; None: −|A|)."""
+        return -float(self.act_dim) if scale is None else -float(scale) * self.act_dim
 
 
 class CategoricalHead(NamedTuple):

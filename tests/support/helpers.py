@@ -27,15 +27,15 @@ def leaves_equal(a, b) -> bool:
 def assert_gradients_routed(learner, params, target_critic_params, batch, key) -> None:
     """The critic loss's gradient reaches only the critics, the actor loss's only the
     actor, the temperature loss's only log α (`params`: the learner's LossParams)."""
-    def grad_of(name):
-        return jax.grad(lambda p: learner.loss(p, target_critic_params, batch, key)[1][name])(
-            params)
+    def grads(p):  # one compiled program for the three gradients
+        return tuple(jax.grad(lambda q, n=name: learner.loss(
+            q, target_critic_params, batch, key)[1][n])(p)
+            for name in ("qf_loss", "policy_loss", "alpha_loss"))
 
     def is_zero(tree):
         return all(bool(np.all(np.asarray(x) == 0)) for x in jax.tree.leaves(tree))
 
-    critic_grads, actor_grads, alpha_grads = (grad_of(n) for n in
-                                              ("qf_loss", "policy_loss", "alpha_loss"))
+    critic_grads, actor_grads, alpha_grads = jax.jit(grads)(params)
     assert is_zero(critic_grads.actor_params) and is_zero(critic_grads.log_alpha)
     assert not is_zero(critic_grads.critic_params)
     assert is_zero(actor_grads.critic_params) and is_zero(actor_grads.log_alpha)

@@ -1,0 +1,106 @@
+"""The checks across SACConfig's learner and networks fields (`check_learner_fields`,
+called by SACConfig's validation): the encoder and critic names, the temperature's and
+policy's settings, the network sizes, and each built-in critic family's own settings.
+
+A built-in critic family reads its own settings (CRITIC_FAMILY_FIELDS); with one of them
+chosen, another family's settings must keep their defaults, so a value set for a family
+that does not run is an error, not silently ignored. A registered family may read any
+field, so a name outside the table is not checked here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from jaxsac import checks
+
+OWNER = "SACConfig"
+
+CRITIC_FAMILY_FIELDS = {
+    "ensemble": ("critic_loss",),
+    "tqc": ("num_quantiles", "quantiles_to_drop_per_net"),
+    "categorical": ("num_atoms", "v_min", "v_max", "categorical_target", "hl_gauss_sigma"),
+}
+"""The SACConfig fields only one built-in critic family reads, by family."""
+
+
+def check_learner_fields(c: Any) -> None:
+    """Raise the ValueError of jaxsac.checks for the first learner or networks setting of
+    the SACConfig `c` that its other fields rule out (single values are checked by the
+    fields' own checks first)."""
+    for name in ("encoder", "critic"):
+        if not isinstance(getattr(c, name), str) or not getattr(c, name):
+            checks.fail(OWNER, name, getattr(c, name), "a non-empty registered name")
+    if c.grad_clip is not None:
+        checks.check_real(OWNER, "grad_clip", c.grad_clip, 0.0, math.inf, open_low=True)
+    _check_temperature(c)
+    if c.log_std_bounds is not None and not (
+            isinstance(c.log_std_bounds, tuple) and len(c.log_std_bounds) == 2
+            and all(checks.is_real(b) for b in c.log_std_bounds)
+            and c.log_std_bounds[0] < c.log_std_bounds[1]):
+        checks.fail(OWNER, "log_std_bounds", c.log_std_bounds,
+                    "None or a pair (min, max) of finite numbers with min < max")
+    if (not isinstance(c.hidden_sizes, tuple) or not c.hidden_sizes
+            or not all(checks.is_int(h) and h >= 1 for h in c.hidden_sizes)):
+        checks.fail(OWNER, "hidden_sizes", c.hidden_sizes,
+                    "a non-empty tuple of positive integers")
+    _check_critic_family(c)
+
+
+def _check_temperature(c: Any) -> None:
+    if not (c.target_entropy == "auto" or checks.is_real(c.target_entropy)):
+        checks.fail(OWNER, "target_entropy", c.target_entropy, '"auto" or a finite number')
+    if c.target_entropy_scale is not None:
+        if c.target_entropy != "auto":
+            checks.fail(OWNER, "target_entropy_scale", c.target_entropy_scale,
+                        f"None with an explicit target_entropy={c.target_entropy!r} (it "
+                        'scales only target_entropy="auto")')
+        scale = c.target_entropy_scale
+        if not checks.is_real(scale) or not 0.0 < scale < 1.0:
+            checks.fail(OWNER, "target_entropy_scale", scale, "None or a number in (0, 1) "
+                        "(a fraction of the largest entropy, log|A|)")
+    if c.target_entropy_ratio is not None:
+        if c.target_entropy != "auto":
+            checks.fail(OWNER, "target_entropy_ratio", c.target_entropy_ratio,
+                        f"None with an explicit target_entropy={c.target_entropy!r} (it "
+                        'scales only target_entropy="auto")')
+        ratio = c.target_entropy_ratio
+        if not checks.is_real(ratio) or not ratio > -math.log(2.0):
+            checks.fail(OWNER, "target_entropy_ratio", ratio, "None or a finite number above "
+                        f"-log 2 = {-math.log(2.0):.6g} (the target entropy -ratio·|A| must "
+                        "stay below the largest a squashed policy has, |A| log 2)")
+
+
+def _check_critic_family(c: Any) -> None:
+    if c.critic not in CRITIC_FAMILY_FIELDS:
+        return
+    defaults = {f.name: f.default for f in dataclasses.fields(c)}
+    for family, names in CRITIC_FAMILY_FIELDS.items():
+        for name in names:
+            if family != c.critic and getattr(c, name) != defaults[name]:
+                checks.fail(OWNER, name, getattr(c, name),
+                            f"{defaults[name]!r} (the default) with critic={c.critic!r}: "
+                            f"it is a setting of critic={family!r}")
+    if c.critic == "tqc" and c.quantiles_to_drop_per_net >= c.num_quantiles:
+        checks.fail(OWNER, "quantiles_to_drop_per_net", c.quantiles_to_drop_per_net,
+                    f"below num_quantiles={c.num_quantiles} (dropping every critic's "
+                    "quantiles would leave the target no atom)")
+    if c.critic == "categorical":
+        _check_support(c, defaults)
+
+
+def _check_support(c: Any, defaults: dict[str, Any]) -> None:
+    for name in ("v_min", "v_max"):
+        if not checks.is_real(getattr(c, name)):
+            checks.fail(OWNER, name, getattr(c, name), 'a finite number with critic='
+                        '"categorical": the fixed support [v_min, v_max] must be set to '
+                        "cover the task's returns")
+    if not c.v_min < c.v_max:
+        checks.fail(OWNER, "v_max", c.v_max, f"above v_min={c.v_min} (the support "
+                    "[v_min, v_max] of the categorical critic)")
+    if c.categorical_target != "hl_gauss" and c.hl_gauss_sigma != defaults["hl_gauss_sigma"]:
+        checks.fail(OWNER, "hl_gauss_sigma", c.hl_gauss_sigma,
+                    f"{defaults['hl_gauss_sigma']!r} (the default) with categorical_target="
+                    f"{c.categorical_target!r}: it is a setting of the HL-Gauss target")
