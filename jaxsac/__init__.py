@@ -39,7 +39,7 @@ from jaxsac.config import SACConfig
 from jaxsac.evaluation import evaluate
 from jaxsac.jax_loop import make_train
 from jaxsac.learner import LearnerState, make_learner
-from jaxsac.policy import load_policy
+from jaxsac.policy import Policy, load_policy
 from jaxsac.train import TrainResult, train
 from jaxsac.types import Batch, EpisodeInfo, Step
 
@@ -47,6 +47,7 @@ __all__ = [
     "Batch",
     "EpisodeInfo",
     "LearnerState",
+    "Policy",
     "SACConfig",
     "Step",
     "TrainResult",

@@ -326,3 +326,13 @@ def deterministic_policy(config: SACConfig, obs_dim: int,
     key = jax.random.key(0)  # unused by the deterministic action
     return jax.jit(lambda params, stats, obs: act(assembly, params, stats, obs, key,
                                                   deterministic=True))
+
+
+@functools.lru_cache(maxsize=16)
+def sampling_policy(config: SACConfig, obs_dim: int,
+                    actions: connectors.ModuleActions) -> Callable:
+    """Jitted (actor_params, obs_stats, raw obs [B, obs_dim], key) -> actions [B, *action
+    shape] drawn from π(·|s) of one module of `config` (white noise; each row its own
+    draw), what `Policy.sample` acts with."""
+    assembly = host_assembly(config, obs_dim, actions)
+    return jax.jit(lambda params, stats, obs, key: act(assembly, params, stats, obs, key))
