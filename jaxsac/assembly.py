@@ -17,7 +17,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from jaxsac import agents, checks, connectors, envs, noise, replay, sharding
+from jaxsac import agents, checks, connectors, envs, logger, noise, replay, sharding
 from jaxsac.agents import AgentLayout
 from jaxsac.config import SACConfig
 from jaxsac.learner import Hyperparams, Learner, LearnerState, make_learner, stacked_learner
@@ -120,6 +120,7 @@ def validate(config: SACConfig, placement: sharding.Placement | None = None) -> 
                     f"training env's backend, {backend!r} (it evaluates the same policy)")
     # The env kwargs and obs_keys exist, the evaluation env fits the training env.
     envs.check_config_envs(config)
+    logger.check_loggers(config.loggers)
     if config.num_env_runners:
         if backend != "gymnasium":
             raise ValueError(f"SACConfig.num_env_runners={config.num_env_runners} needs "

@@ -231,6 +231,9 @@ class SACConfig:
     block's start)."""
     log_dir: str | None = setting(None, LOGGING, NOT_COMPILED, check=Name("path", True))
     """Folder for metrics.csv, TensorBoard events and curve.png; None: no files."""
+    loggers: tuple[str, ...] = setting(("csv", "tensorboard"), LOGGING, NOT_COMPILED)
+    """Where the metrics go with a log_dir: "csv" (metrics.csv, and curve.png from it),
+    "tensorboard", "wandb", "mlflow" (their extras), or one of logger.register_logger."""
     checkpoint_dir: str | None = setting(None, CHECKPOINTS, NOT_COMPILED,
                                          check=Name("path", True))
     """Folder for Orbax checkpoints; None: no checkpoints."""
@@ -345,6 +348,8 @@ def settings_type(name: str, parts: tuple[str, ...], extra: tuple[str, ...] = ()
 
 def _validate(c: SACConfig) -> None:
     owner = "SACConfig"
+    if not isinstance(c.loggers, tuple) or not all(isinstance(n, str) and n for n in c.loggers):
+        checks.fail(owner, "loggers", c.loggers, "a tuple of logger names")
     if c.eval_env_kwargs is not None:
         check_value(owner, "eval_env_kwargs", c.eval_env_kwargs, Kwargs())
     for field in dataclasses.fields(c):
