@@ -36,7 +36,7 @@ class Args:
     num_seeds: int = 1
     """Seeds trained together (vmapped in one program for JAX envs)."""
     progress: bool = True
-    """Show a progress bar."""
+    """Show progress: a bar on a terminal, else (a batch job) one line per log period."""
     compilation_cache: bool = True
     """Keep compiled programs on disk between runs (jaxsac.compilation; the folder is
     $JAXSAC_CACHE_DIR, else ~/.cache/jaxsac/xla)."""

@@ -89,7 +89,8 @@ def train(config: SACConfig, num_seeds: int = 1, progress: bool = True,
     Args:
         config: the run's settings.
         num_seeds: seeds trained together (JAX envs only; 1 for gymnasium envs).
-        progress: show a progress bar (else nothing is printed).
+        progress: show progress: a bar on a terminal, else (a batch job's log) one line
+            per log period; False: nothing is printed.
         mesh: as for `make_train` for JAX envs; the gymnasium loop runs on one device,
             and a mesh of several devices or `data_shards > 1` is an error there.
         callback: `fn(period_metrics, state) -> stop` after each log period (see
