@@ -36,10 +36,13 @@ class Args:
     num_seeds: int = 1
     """Seeds trained together (vmapped in one program for JAX envs)."""
     progress: bool = True
-    """Show a progress bar."""
+    """Show progress: a bar on a terminal, else (a batch job) one line per log period."""
     compilation_cache: bool = True
     """Keep compiled programs on disk between runs (jaxsac.compilation; the folder is
     $JAXSAC_CACHE_DIR, else ~/.cache/jaxsac/xla)."""
+    video: bool = False
+    """Write an MP4 of the final policy (the first seed's, deterministic) beside the curve:
+    log_dir/policy.mp4 (needs --log-dir and `pip install -e '.[video]'`)."""
     distributed: bool = False
     """Multi-host: call jax.distributed.initialize() (JAX_COORDINATOR_ADDRESS,
     JAX_NUM_PROCESSES, JAX_PROCESS_ID, or SLURM / Open MPI / Cloud TPU detection).
@@ -66,6 +69,8 @@ def main(argv: list[str] | None = None) -> jaxsac.TrainResult:
     else:
         jaxsac.compilation.disable_cache()
     config = args.config
+    if args.video and not config.log_dir:
+        raise SystemExit("--video writes log_dir/policy.mp4 beside the curve: set --log-dir")
     print(f"jaxsac: training {config.env_id} for {config.total_env_steps} env steps"
           f" x {args.num_seeds} seed(s)")
     result = jaxsac.train(config, num_seeds=args.num_seeds, progress=args.progress)
@@ -79,6 +84,11 @@ def main(argv: list[str] | None = None) -> jaxsac.TrainResult:
         print(f"curve:        {os.path.join(log_dir, 'curve.png')}")
     if config.checkpoint_dir:
         print(f"checkpoints:  {os.path.abspath(config.checkpoint_dir)}")
+    if args.video:
+        video = jaxsac.record_video(jaxsac.Policy.from_state(config, result.state),
+                                    os.path.join(os.path.abspath(config.log_dir), "policy.mp4"))
+        print(f"video:        {video.path} ({video.num_frames} frames, return "
+              f"{video.episode_return:.1f})")
     return result
 
 

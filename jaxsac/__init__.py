@@ -19,6 +19,7 @@ The package is layered: each module imports only from the layers listed before i
     shared steps  iteration, evaluation
     loops         jax_loop, host_loop, checkpoint
     entry points  train, policy
+    media         video
 """
 
 from jaxsac import (
@@ -39,18 +40,21 @@ from jaxsac.config import SACConfig
 from jaxsac.evaluation import evaluate
 from jaxsac.jax_loop import make_train
 from jaxsac.learner import LearnerState, make_learner
-from jaxsac.policy import load_policy
+from jaxsac.policy import Policy, load_policy
 from jaxsac.train import TrainResult, train
 from jaxsac.types import Batch, EpisodeInfo, Step
+from jaxsac.video import Video, record_video
 
 __all__ = [
     "Batch",
     "EpisodeInfo",
     "LearnerState",
+    "Policy",
     "SACConfig",
     "Step",
     "TrainResult",
     "TrainState",
+    "Video",
     "checkpoint",
     "compilation",
     "connectors",
@@ -62,6 +66,7 @@ __all__ = [
     "make_learner",
     "make_train",
     "networks",
+    "record_video",
     "replay",
     "runners",
     "sharding",

@@ -17,7 +17,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from jaxsac import agents, checks, connectors, envs, noise, replay, sharding
+from jaxsac import agents, checks, connectors, envs, logger, noise, replay, sharding
 from jaxsac.agents import AgentLayout
 from jaxsac.config import SACConfig
 from jaxsac.learner import Hyperparams, Learner, LearnerState, make_learner, stacked_learner
@@ -62,6 +62,8 @@ class Assembly(NamedTuple):
     placement: where the state lives on a device mesh; None on one device.
     on_period: a host function called with each log period's metrics row from inside
         the compiled program (`make_train(..., period_callback=)`); None: no call.
+    eval_env: the JAX env evaluations run on (`config.eval_env_id`, `eval_env_kwargs`;
+        `env` itself when they are not set); None for a gymnasium run.
     """
 
     module_config: SACConfig
@@ -75,6 +77,7 @@ class Assembly(NamedTuple):
     agents: AgentLayout | None = None
     placement: sharding.Placement | None = None
     on_period: Callable[[dict[str, Any]], Any] | None = None
+    eval_env: Any = None
 
     def obs_stats(self, state: TrainState) -> Any:
         """The observation statistics (ObsNormState) in `state`: the JAX runner's, or,
@@ -112,8 +115,12 @@ def _validate_agents(config: SACConfig) -> None:
 def validate(config: SACConfig, placement: sharding.Placement | None = None) -> str:
     """Errors for configs no run can honour, naming the fields; returns the backend."""
     backend = envs.resolve_backend(config.env_id, config.backend, owner="SACConfig")
-    if config.obs_keys is not None:  # the keys exist (a Playground task's dict observation)
-        envs.make(config.env_id, backend, obs_keys=config.obs_keys)
+    if envs.resolve_backend(config.eval_env[0], config.backend, owner="SACConfig") != backend:
+        checks.fail("SACConfig", "eval_env_id", config.eval_env_id, f"an env of the "
+                    f"training env's backend, {backend!r} (it evaluates the same policy)")
+    # The env kwargs and obs_keys exist, the evaluation env fits the training env.
+    envs.check_config_envs(config)
+    logger.check_loggers(config.loggers)
     if config.num_env_runners:
         if backend != "gymnasium":
             raise ValueError(f"SACConfig.num_env_runners={config.num_env_runners} needs "
@@ -144,20 +151,26 @@ def assemble(config: SACConfig, gamma: Any = None,
                          "runs on gymnasium; make_train needs a JAX env (use train(config))")
     if envs.is_multi_agent(config.env_id):
         return _multi_agent_assembly(config, gamma)
-    env = envs.make(config.env_id, backend="jax", obs_keys=config.obs_keys)
+    env = envs.from_config(config)
     runner = make_jax_runner(env, config.num_envs, normalize_obs=config.normalize_obs)
     check_exploration(config, runner.actions)
     return Assembly(config, env, make_learner(config, runner.obs_dim, runner.actions),
                     make_buffer(config, config.gamma if gamma is None else gamma), runner,
                     connectors.EnvToModule(normalize=config.normalize_obs), runner.obs_dim,
-                    runner.actions, placement=placement)
+                    runner.actions, placement=placement, eval_env=_eval_env(config, env))
+
+
+def _eval_env(config: SACConfig, env: Any) -> Any:
+    """The JAX env evaluations run on: `env` unless the config names another."""
+    same = config.eval_env == (config.env_id, config.env_kwargs)
+    return env if same else envs.from_config(config, evaluation=True)
 
 
 def _multi_agent_assembly(config: SACConfig, gamma: Any) -> Assembly:
     """Stacked per-module learner and buffer, a runner over all E·N agent columns, and
     the multi-agent env (for evaluation)."""
     per_module = agents.module_config(config)
-    env = envs.make(config.env_id, backend="jax", num_agents=config.num_agents)
+    env = envs.from_config(config)
     layout = AgentLayout.from_config(config)
     runner = make_jax_runner(env.agent_env, config.num_envs * config.num_agents,
                              normalize_obs=config.normalize_obs)
@@ -168,7 +181,7 @@ def _multi_agent_assembly(config: SACConfig, gamma: Any) -> Assembly:
         make_buffer(per_module, per_module.gamma if gamma is None else gamma), layout)
     return Assembly(per_module, env, learner, buffer, runner,
                     connectors.EnvToModule(normalize=config.normalize_obs), runner.obs_dim,
-                    runner.actions, agents=layout)
+                    runner.actions, agents=layout, eval_env=_eval_env(config, env))
 
 
 def host_assembly(config: SACConfig, obs_dim: int,
@@ -296,7 +309,7 @@ def exploration_noise(assembly: Assembly, root: jax.Array, iteration: jax.Array,
 def noise_horizon(config: SACConfig) -> int:
     """Iterations a colored noise sequence covers: `action_noise_horizon`, else the
     env's time limit."""
-    horizon = config.action_noise_horizon or envs.max_episode_steps(config.env_id)
+    horizon = config.action_noise_horizon or envs.time_limit(config)
     if horizon is None:
         checks.fail("SACConfig", "action_noise_horizon", None,
                     f"an integer >= 2 for env_id={config.env_id!r}, which has no registered "
@@ -314,3 +327,13 @@ def deterministic_policy(config: SACConfig, obs_dim: int,
     key = jax.random.key(0)  # unused by the deterministic action
     return jax.jit(lambda params, stats, obs: act(assembly, params, stats, obs, key,
                                                   deterministic=True))
+
+
+@functools.lru_cache(maxsize=16)
+def sampling_policy(config: SACConfig, obs_dim: int,
+                    actions: connectors.ModuleActions) -> Callable:
+    """Jitted (actor_params, obs_stats, raw obs [B, obs_dim], key) -> actions [B, *action
+    shape] drawn from π(·|s) of one module of `config` (white noise; each row its own
+    draw), what `Policy.sample` acts with."""
+    assembly = host_assembly(config, obs_dim, actions)
+    return jax.jit(lambda params, stats, obs, key: act(assembly, params, stats, obs, key))

@@ -92,15 +92,15 @@ def _seed_axis(state: Any) -> tuple[bool, int]:
 
 
 @functools.lru_cache(maxsize=32)
-def _spaces(env_id: str, backend: str, obs_keys: tuple[str, ...] | None
-            ) -> tuple[gymnasium.Space, gymnasium.Space]:
-    env = envs.make(env_id, backend=backend, obs_keys=obs_keys)
+def _spaces(env_id: str, backend: str, obs_keys: tuple[str, ...] | None,
+            env_kwargs: dict[str, Any]) -> tuple[gymnasium.Space, gymnasium.Space]:
+    env = envs.make(env_id, backend=backend, obs_keys=obs_keys, **env_kwargs)
     return env.observation_space, env.action_space
 
 
 def _env_meta(config: SACConfig) -> dict[str, Any]:
     backend = envs.resolve_backend(config.env_id, config.backend)
-    obs_space, act_space = _spaces(config.env_id, backend, config.obs_keys)
+    obs_space, act_space = _spaces(config.env_id, backend, config.obs_keys, config.env_kwargs)
     return {"backend": backend, "obs_shape": list(obs_space.shape),
             "obs_dim": connectors.flat_obs_dim(obs_space),
             **connectors.module_actions(act_space, f"env {config.env_id!r}").metadata()}

@@ -16,8 +16,6 @@ import json
 import math
 from typing import Any, Literal, NamedTuple
 
-import numpy as np
-
 from jaxsac import checks
 from jaxsac.field_roles import (  # noqa: F401 - the roles and parts are used from here
     CHECKPOINTS,
@@ -42,9 +40,15 @@ from jaxsac.field_roles import (  # noqa: F401 - the roles and parts are used fr
     Bool,
     Check,
     Choice,
+    FrozenKwargs,
     Int,
+    JsonKwargs,
+    Kwargs,
+    Name,
     Real,
     check_value,
+    jsonable,
+    normalized,
     setting,
 )
 from jaxsac.learner_fields import check_learner_fields
@@ -71,8 +75,12 @@ class SACConfig:
     gradient step every `round(1 / (utd_ratio * num_envs))` iterations.
     """
 
-    env_id: str = setting("Pendulum-v1", ENV, STRUCTURAL)
-    """Gymnasium id of the environment (a JAX implementation is used when there is one)."""
+    env_id: str = setting("Pendulum-v1", ENV, STRUCTURAL, check=Name("environment id"))
+    """Gymnasium id of the environment (a JAX implementation is used when there is one),
+    or an id registered with jaxsac.envs.register_gym_env (a factory) or register_jax_env."""
+    env_kwargs: JsonKwargs = setting(FrozenKwargs(), ENV, check=Kwargs())
+    """The env's own arguments: gymnasium.make's, a JAX env's or a registered factory's
+    (e.g. {"g": 9.81}), and max_episode_steps to override its time limit."""
     backend: Literal["auto", "jax", "gymnasium"] = setting("auto", ENV, check=Choice(BACKENDS))
     """"jax": the env runs on the device inside the jitted program; "gymnasium": a host
     loop; "auto": jax when the env has a JAX implementation."""
@@ -188,10 +196,10 @@ class SACConfig:
     critic_layer_norm: bool = setting(False, NETWORKS, check=Bool())
     """LayerNorm after each hidden activation of the critics (as brax's SAC for
     Playground's tasks; steadier Q-values with large batches and high learning rates)."""
-    encoder: str = setting("flat", NETWORKS, STRUCTURAL)
+    encoder: str = setting("flat", NETWORKS, STRUCTURAL, check=Name("registered name"))
     """The encoder the actor and critics read observations through, by name: "flat" (the
     observation vector itself) or one added with jaxsac.networks.register_encoder."""
-    critic: str = setting("ensemble", NETWORKS, STRUCTURAL)
+    critic: str = setting("ensemble", NETWORKS, STRUCTURAL, check=Name("registered name"))
     """The critic family, by name: "ensemble" (num_q Q-functions, their minimum as the
     target), "tqc" (num_q quantile critics, docs/semantics.md "TQC"), "categorical"
     (num_q distributions over a fixed support) or one added with
@@ -232,6 +240,10 @@ class SACConfig:
 
     log_every: int = setting(1_000, SCHEDULE, ENV_STEP_COUNT, check=Int(1))
     """Env steps per log period; each ends with a metrics row and an evaluation."""
+    eval_env_id: str | None = setting(None, EVALUATION, check=Name("environment id", True))
+    """The env evaluations run on (None: env_id), with the spaces of env_id's."""
+    eval_env_kwargs: JsonKwargs | None = setting(None, EVALUATION)
+    """The evaluation env's own arguments (None: env_kwargs)."""
     eval_episodes: int = setting(10, EVALUATION, check=Int(1))
     """Episodes of each deterministic evaluation."""
     eval_max_episode_steps: int = setting(10_000, EVALUATION, NOT_COMPILED, check=Int(1))
@@ -244,9 +256,13 @@ class SACConfig:
     """Gymnasium loop: iterations whose buffer adds and gradient steps run in one jitted
     call (the policy and observation statistics acting within them are those from the
     block's start)."""
-    log_dir: str | None = setting(None, LOGGING, NOT_COMPILED)
+    log_dir: str | None = setting(None, LOGGING, NOT_COMPILED, check=Name("path", True))
     """Folder for metrics.csv, TensorBoard events and curve.png; None: no files."""
-    checkpoint_dir: str | None = setting(None, CHECKPOINTS, NOT_COMPILED)
+    loggers: tuple[str, ...] = setting(("csv", "tensorboard"), LOGGING, NOT_COMPILED)
+    """Where the metrics go with a log_dir: "csv" (metrics.csv, and curve.png from it),
+    "tensorboard", "wandb", "mlflow" (their extras), or one of logger.register_logger."""
+    checkpoint_dir: str | None = setting(None, CHECKPOINTS, NOT_COMPILED,
+                                         check=Name("path", True))
     """Folder for Orbax checkpoints; None: no checkpoints."""
     checkpoint_every: int = setting(0, CHECKPOINTS, ENV_STEP_COUNT, NOT_COMPILED, check=Int(0))
     """Env steps between checkpoints (0: only at the end of the run)."""
@@ -259,18 +275,19 @@ class SACConfig:
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if isinstance(value, list):  # from JSON or a CLI
-                value = tuple(value)
-            if isinstance(value, tuple):
-                value = tuple(_python_scalar(v) for v in value)
-            object.__setattr__(self, field.name, _python_scalar(value))
+            object.__setattr__(self, field.name, normalized(getattr(self, field.name)))
         _validate(self)
 
     @property
     def num_data_shards(self) -> int:
         """S: `data_shards`, or 1 while it is None (not yet set from a mesh)."""
         return 1 if self.data_shards is None else self.data_shards
+
+    @property
+    def eval_env(self) -> tuple[str, FrozenKwargs]:
+        """(env id, its kwargs) of the evaluation env."""
+        kwargs = self.env_kwargs if self.eval_env_kwargs is None else self.eval_env_kwargs
+        return self.eval_env_id or self.env_id, kwargs
 
     @property
     def envs_per_env_runner(self) -> int:
@@ -297,7 +314,7 @@ class SACConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict of JSON-compatible values (tuples become lists)."""
-        return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {f.name: jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> SACConfig:
@@ -315,15 +332,6 @@ class SACConfig:
     @classmethod
     def from_json(cls, text: str) -> SACConfig:
         return cls.from_dict(json.loads(text))
-
-
-def _jsonable(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else value
-
-
-def _python_scalar(value: Any) -> Any:
-    """numpy scalars as Python numbers (a config is hashed and written as JSON)."""
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def fields_with(role: str) -> tuple[str, ...]:
@@ -367,8 +375,10 @@ def settings_type(name: str, parts: tuple[str, ...], extra: tuple[str, ...] = ()
 
 def _validate(c: SACConfig) -> None:
     owner = "SACConfig"
-    if not isinstance(c.env_id, str) or not c.env_id:
-        checks.fail(owner, "env_id", c.env_id, "a non-empty gymnasium environment id")
+    if not isinstance(c.loggers, tuple) or not all(isinstance(n, str) and n for n in c.loggers):
+        checks.fail(owner, "loggers", c.loggers, "a tuple of logger names")
+    if c.eval_env_kwargs is not None:
+        check_value(owner, "eval_env_kwargs", c.eval_env_kwargs, Kwargs())
     for field in dataclasses.fields(c):
         if field.metadata["check"] is not None:
             check_value(owner, field.name, getattr(c, field.name), field.metadata["check"])
@@ -376,9 +386,6 @@ def _validate(c: SACConfig) -> None:
         checks.fail(owner, "learning_starts", c.learning_starts,
                     f"below total_env_steps={c.total_env_steps} (else the run takes no "
                     "gradient step)")
-    if c.checkpoint_dir is not None and (not isinstance(c.checkpoint_dir, str)
-                                         or not c.checkpoint_dir):
-        checks.fail(owner, "checkpoint_dir", c.checkpoint_dir, "a non-empty path or None")
     if c.checkpoint_dir is None:
         if c.resume:
             checks.fail(owner, "resume", c.resume, "False without a checkpoint_dir to "
@@ -386,8 +393,6 @@ def _validate(c: SACConfig) -> None:
         if c.checkpoint_every:
             checks.fail(owner, "checkpoint_every", c.checkpoint_every,
                         "0 without a checkpoint_dir to write to")
-    if c.log_dir is not None and (not isinstance(c.log_dir, str) or not c.log_dir):
-        checks.fail(owner, "log_dir", c.log_dir, "a non-empty path or None")
     if c.data_shards is not None:
         checks.check_int(owner, "data_shards", c.data_shards, 1)
         for name in ("num_envs", "batch_size"):

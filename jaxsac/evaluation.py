@@ -29,7 +29,7 @@ def evaluate_returns(assembly: Assembly, actor_params: Any, obs_stats: Any, key:
     """Returns of `num_episodes` (K) full episodes of the program's JAX env: [K], or
     [N, K] for a multi-agent env (N agents, each acting with its module; an agent's
     rewards after its own episode ended are not counted). Pure and jittable."""
-    env = assembly.env
+    env = assembly.env if assembly.eval_env is None else assembly.eval_env
     agent_shape = () if assembly.agents is None else (assembly.agents.num_agents,)
     batch_shape = (num_episodes, *agent_shape)
     env_states, obs = jax.vmap(env.reset)(jax.random.split(key, num_episodes))
@@ -73,7 +73,8 @@ def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
     finished = np.zeros(num_episodes, bool)
     dropped = np.zeros(num_episodes, bool)
     try:
-        runner = GymRunner(config.env_id, num_episodes, "sync", config.max_env_restarts, seed)
+        runner = GymRunner(envs.from_config(config, evaluation=True), num_episodes, "sync",
+                           config.max_env_restarts, seed)
     except (EnvFailureError, EnvDataError) as error:
         _warn_dropped(error)
         return np.full(num_episodes, np.nan)
@@ -82,12 +83,12 @@ def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
         if obs_stats is None:
             obs_stats = connectors.init_obs_norm(runner.obs_dim)
         raw_obs = runner.raw_obs
-        cap = envs.max_episode_steps(config.env_id) or config.eval_max_episode_steps
+        cap = envs.time_limit(config, evaluation=True) or config.eval_max_episode_steps
         deadline = time.monotonic() + config.eval_timeout_s
         steps = 0
         while not finished.all():
             if time.monotonic() > deadline:
-                warnings.warn(f"evaluation of {config.env_id!r} took longer than "
+                warnings.warn(f"evaluation of {config.eval_env[0]!r} took longer than "
                               f"eval_timeout_s={config.eval_timeout_s}; its "
                               f"{int((~finished).sum())} unfinished episode(s) are dropped "
                               "(eval_failures)", stacklevel=2)
@@ -133,7 +134,7 @@ def evaluate(config: SACConfig, actor_params: Any, key: jax.Array, num_episodes:
     Returns:
         [K] returns, [num_agents, K] for a multi-agent env.
     """
-    if envs.resolve_backend(config.env_id, config.backend) == "gymnasium":
+    if envs.resolve_backend(config.eval_env[0], config.backend) == "gymnasium":
         return evaluate_gymnasium(config, actor_params, key, num_episodes, obs_stats)
     assembly = assemble(config)
     stats = obs_stats if obs_stats is not None else assembly.env_to_module.init(assembly.obs_dim)

@@ -75,10 +75,11 @@ def host_runner(config: SACConfig) -> HostRunner:
     over `num_env_runners` Ray actors."""
     acting = functools.partial(acting_functions, config)
     if config.num_env_runners == 0:
-        return EnvRunner(GymRunner(config.env_id, config.num_envs, config.vectorization,
-                                   config.max_env_restarts, config.seed), acting)
+        return EnvRunner(GymRunner(envs.from_config(config), config.num_envs,
+                                   config.vectorization, config.max_env_restarts, config.seed),
+                         acting)
     return RayEnvRunners(
-        envs.make(config.env_id, backend="gymnasium"), config.num_env_runners,
+        envs.from_config(config), config.num_env_runners,
         config.envs_per_env_runner, acting, vectorization=config.vectorization,
         max_env_restarts=config.max_env_restarts, seed=config.seed,
         sample_timeout_s=config.sample_timeout_s,

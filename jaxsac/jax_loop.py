@@ -247,7 +247,8 @@ def kept_jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh) ->
     Only programs made of jaxsac's own code are kept: one whose env, encoder or critic
     family was registered by the user could be registered again with other code under
     the same name, so it is built afresh each time and never written to disk."""
-    if envs.is_registered_by_user(config.env_id) or not uses_builtin_networks(config):
+    if envs.is_registered_by_user(config.env_id) or envs.is_registered_by_user(
+            config.eval_env[0]) or not uses_builtin_networks(config):
         return JaxLoop(assemble(config, placement=sharding.placement(mesh)), num_seeds,
                        mesh, None)
     defaults = {f.name: f.default for f in dataclasses.fields(SACConfig)}
@@ -262,6 +263,7 @@ def _cached_jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh)
     # A Playground task's code is not jaxsac's and could change under the same config
     # (another version of the package): kept in memory, never on disk.
     description = repr((config, num_seeds, mesh.axis_names, mesh.devices.shape)) \
-        if envs.is_jaxsac_code(config.env_id) else None
+        if envs.is_jaxsac_code(config.env_id) and envs.is_jaxsac_code(config.eval_env[0]) \
+        else None
     return JaxLoop(assemble(config, placement=sharding.placement(mesh)), num_seeds,
                    mesh, description)

@@ -1,7 +1,9 @@
 """The trained policy as a plain function: `load_policy(directory)` -> obs -> env action.
 
     policy = jaxsac.load_policy("runs/pendulum/checkpoints")
-    action = policy(obs)              # numpy, in the env's action Box
+    action = policy(obs)              # numpy, in the env's action Box: the mode
+    action = policy.sample(key, obs)  # a draw from the stochastic policy
+    policy = jaxsac.Policy.from_state(result.config, result.state)   # no checkpoint
 
 Works in a fresh process: everything it needs (config, observation statistics, env
 action bounds) is in the checkpoint. It opens the step with `checkpoint.open_step`, as
@@ -19,18 +21,21 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxsac import checkpoint, checks, connectors, storage
-from jaxsac.assembly import deterministic_policy
+from jaxsac import checkpoint, checks, connectors, envs, storage
+from jaxsac.assembly import deterministic_policy, sampling_policy
 from jaxsac.config import SACConfig
 
 
 class Policy:
-    """The deterministic policy of a checkpoint: obs -> env action (numpy).
+    """The policy of a checkpoint (or of a state): obs -> env action (numpy).
 
-    obs: one observation [*obs_shape] or a batch [B, *obs_shape]. Returns the mode of
-    the policy as env actions: tanh(μ) rescaled to the env's action Box, [*act_shape]
-    or [B, *act_shape], or for a Discrete action space the argmax as an integer [] or
-    [B] (int64, offset by the space's `start`).
+    `policy(obs)` acts deterministically, `policy.sample(key, obs)` draws from the
+    stochastic policy π(·|s) SAC trains (each observation of a batch its own draw).
+    obs: one observation [*obs_shape] or a batch [B, *obs_shape]. Returns env actions:
+    for a Box, tanh(μ) (deterministic) or tanh(μ + σ·ε) rescaled to the env's action
+    Box, [*act_shape] or [B, *act_shape]; for a Discrete action space the argmax of the
+    logits (deterministic) or a categorical draw, as an integer [] or [B] (int64, offset
+    by the space's `start`).
     Attributes: config, step, actor_params, obs_stats (observation statistics).
     """
 
@@ -41,17 +46,58 @@ class Policy:
         self.obs_shape = tuple(meta["obs_shape"])
         self.actions = connectors.actions_from_metadata(meta)
         self._act = deterministic_policy(config, meta["obs_dim"], self.actions)
+        self._sample = sampling_policy(config, meta["obs_dim"], self.actions)
 
-    def __call__(self, obs: Any) -> np.ndarray:
+    @classmethod
+    def from_state(cls, config: SACConfig, state: Any, seed_index: int = 0) -> Policy:
+        """The policy of a single-agent run's TrainState (`train(...).state`; its
+        `seed_index`'s when it has a seed axis) without a checkpoint. The env is built
+        once (`envs.from_config`) for its spaces."""
+        if envs.is_multi_agent(config.env_id):
+            checks.fail("Policy.from_state", "config.env_id", config.env_id,
+                        "a single-agent env (load a multi-agent run's module with "
+                        "load_policy(..., module_id=))")
+        seeds = np.shape(state.iteration)[0] if np.ndim(state.iteration) else 1
+        if not checks.is_int(seed_index) or not 0 <= seed_index < seeds:
+            checks.fail("Policy.from_state", "seed_index", seed_index,
+                        f"in [0, {seeds}): the state holds {seeds} seed(s)")
+        pick = (lambda x: x[seed_index]) if np.ndim(state.iteration) else (lambda x: x)
+        env = envs.from_config(config)
+        stats = state.runner if envs.resolve_backend(config.env_id, config.backend) != "jax" \
+            else state.runner.obs_norm
+        meta = {"obs_shape": list(env.observation_space.shape),
+                "obs_dim": connectors.flat_obs_dim(env.observation_space),
+                **connectors.module_actions(env.action_space, "Policy.from_state").metadata()}
+        step = int(pick(np.asarray(state.iteration))) * config.num_envs
+        return cls(config, step, jax.tree.map(pick, state.learner.actor_params),
+                   jax.tree.map(pick, stats), meta)
+
+    def _batch(self, obs: Any) -> tuple[np.ndarray, bool]:
+        """(flattened observations [B, obs_dim], whether `obs` was one observation)."""
         obs = np.asarray(obs, np.float32)
         single = obs.shape == self.obs_shape
         if not single and obs.shape[1:] != self.obs_shape:
             raise ValueError(f"Policy: obs of shape {obs.shape}; expected {self.obs_shape} "
                              f"or (B, {', '.join(map(str, self.obs_shape))})")
-        batch = connectors.flatten_obs(obs[None] if single else obs)
-        action = np.asarray(self._act(self.actor_params, self.obs_stats, batch))
-        env_action = self.actions.to_env(action.astype(self.actions.host_dtype))
+        return connectors.flatten_obs(obs[None] if single else obs), single
+
+    def _to_env(self, action: Any, single: bool) -> np.ndarray:
+        env_action = self.actions.to_env(np.asarray(action).astype(self.actions.host_dtype))
         return env_action[0] if single else env_action
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        """The deterministic action (the mode) for `obs`."""
+        batch, single = self._batch(obs)
+        return self._to_env(self._act(self.actor_params, self.obs_stats, batch), single)
+
+    def sample(self, key: jax.Array, obs: Any) -> np.ndarray:
+        """An action drawn from π(·|obs) with `key` (a `jax.random.key`): the same key
+        and obs give the same action."""
+        if not isinstance(key, jax.Array) or key.shape != () and key.shape != (2,):
+            checks.fail("Policy.sample", "key", key, "one jax.random.key (or PRNGKey)")
+        batch, single = self._batch(obs)
+        return self._to_env(self._sample(self.actor_params, self.obs_stats, batch, key),
+                            single)
 
     def __repr__(self) -> str:
         return f"Policy({self.config.env_id!r}, step={self.step})"

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsac import checkpoint, checks, compilation, memory, sharding
+from jaxsac import checkpoint, checks, compilation, memory, sharding, tuned
 from jaxsac.assembly import Assembly, TrainState, init_state, run_keys, validate
 from jaxsac.config import SACConfig
 from jaxsac.envs import EnvDataError, EnvFailureError
@@ -89,7 +89,8 @@ def train(config: SACConfig, num_seeds: int = 1, progress: bool = True,
     Args:
         config: the run's settings.
         num_seeds: seeds trained together (JAX envs only; 1 for gymnasium envs).
-        progress: show a progress bar (else nothing is printed).
+        progress: show progress: a bar on a terminal, else (a batch job's log) one line
+            per log period; False: nothing is printed.
         mesh: as for `make_train` for JAX envs; the gymnasium loop runs on one device,
             and a mesh of several devices or `data_shards > 1` is an error there.
         callback: `fn(period_metrics, state) -> stop` after each log period (see
@@ -175,7 +176,9 @@ def run_log_periods(config: SACConfig, loop: Loop, keys: jax.Array, num_seeds: i
     start = checkpoints.env_steps(state) // config.log_every
     first = jax.process_index() == 0  # on several hosts only the first one logs
     logger = RunLogger(config.log_dir if first else None, config.total_env_steps, num_seeds,
-                       progress and first, start_env_steps=start * config.log_every)
+                       progress and first, start_env_steps=start * config.log_every,
+                       loggers=config.loggers, config=config.to_dict(), title=config.env_id,
+                       solved_return=tuned.solved_return(config.env_id))
     rows = []
     periods = num_periods(Schedule.of(config))
     try:

@@ -26,6 +26,7 @@ LAYERS = (
     ("shared steps", ("iteration", "evaluation")),
     ("loops", ("jax_loop", "host_loop", "checkpoint")),
     ("entry points", ("train", "policy")),
+    ("media", ("video",)),
 )
 LAYER_OF = {unit: rank for rank, (_, units) in enumerate(LAYERS) for unit in units}
 

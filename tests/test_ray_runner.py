@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import pathlib
 
+import gymnasium
 import numpy as np
 import pytest
 import ray
@@ -21,6 +22,7 @@ from tests.support.ray_envs import (
     DEATH_STEP,
     DIES_ONCE_ENV_ID,
     HANGS_ONCE_ENV_ID,
+    CounterEnv,
 )
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -174,3 +176,26 @@ def test_envs_per_runner():
     assert config.replace(num_env_runners=3).envs_per_env_runner == 2
     assert config.replace(num_env_runners=2,
                           num_envs_per_env_runner=3).envs_per_env_runner == 3
+
+
+def test_remote_runners_build_their_envs_with_a_registered_factory_and_its_kwargs(
+        ray_cluster):
+    """A factory defined here (a closure: Ray pickles it by value) wraps the counter in a
+    reward wrapper scaled by an env kwarg; each remote runner's envs are built by it."""
+    def scaled_counter(scale: float, **kwargs):
+        return gymnasium.wrappers.TransformReward(CounterEnv(**kwargs), lambda r: scale * r)
+
+    jaxsac.envs.register_gym_env("jaxsac_test/ScaledCounter", scaled_counter,
+                                 max_episode_steps=7)
+    try:
+        config = jaxsac.SACConfig(env_id="jaxsac_test/ScaledCounter",
+                                  env_kwargs={"scale": 10.0},
+                                  **{**COUNTER_RUN, "total_env_steps": 80, "learning_starts": 40})
+        result = jaxsac.train(config, progress=False)
+    finally:
+        jaxsac.envs.GYM_FACTORIES.pop("jaxsac_test/ScaledCounter")
+    rows = buffer_rows(result.state.buffer, num_envs=4)
+    start = (rows["flags"] & NOT_A_START) == 0
+    # Every real transition pays 10 x the counter's reward, its new step count.
+    np.testing.assert_array_equal(rows["reward"][start], 10.0 * rows["next_obs"][start][:, 0])
+    np.testing.assert_array_equal(result.metrics["episode_return_mean"], [10.0 * 28])

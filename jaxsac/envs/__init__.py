@@ -11,6 +11,12 @@ MultiAgentPendulum-v1 and MultiAgentCartPole-v1, and MuJoCo Playground's tasks a
 `backend="auto"` picks the JAX implementation when there is one (`has_jax_env`), else
 gymnasium. JAX envs come wrapped in their registered time limit (truncation, never
 termination); runners add NEXT_STEP autoreset (`AutoReset`).
+
+Envs of one's own: a JAX env with `register_jax_env(env_id, constructor, ...)`, any
+gymnasium env (wrappers included) built by a callable with `register_gym_env(env_id,
+factory)`. A run's env is `from_config(config)`: `config.env_id` made with
+`config.env_kwargs`, the one place a run's env is built (evaluation's with
+`evaluation=True`: `config.eval_env_id` and `config.eval_env_kwargs`).
 """
 
 from __future__ import annotations
@@ -21,12 +27,13 @@ from typing import Any
 import gymnasium
 
 from jaxsac import checks
-from jaxsac.config import BACKENDS
+from jaxsac.config import BACKENDS, SACConfig
 from jaxsac.envs import playground
 from jaxsac.envs.acrobot import Acrobot, AcrobotState
 from jaxsac.envs.cartpole import CartPole, CartPoleState
 from jaxsac.envs.core import AutoReset, AutoResetState, JaxEnv, TimeLimit, TimeLimitState
 from jaxsac.envs.gym_adapter import (
+    GYM_FACTORIES,
     CheckData,
     EnvDataError,
     EnvFailureError,
@@ -34,6 +41,7 @@ from jaxsac.envs.gym_adapter import (
     RestartOnFailure,
     check_observation_space,
     gym_env_factory,
+    register_gym_env,
 )
 from jaxsac.envs.mountain_car import MountainCarContinuous, MountainCarState
 from jaxsac.envs.multi_agent import (
@@ -81,9 +89,9 @@ def register_jax_env(env_id: str, constructor: Callable[..., JaxEnv],
     if not isinstance(env_id, str) or not env_id:
         checks.fail(owner, "env_id", env_id, "a non-empty string")
     if env_id in JAX_ENVS and is_jaxsac_code(env_id) or env_id in MULTI_AGENT_ENVS \
-            or is_playground(env_id):
-        checks.fail(owner, "env_id", env_id, "an id that is not one of jaxsac's own envs "
-                    "or a MuJoCo Playground task")
+            or is_playground(env_id) or env_id in GYM_FACTORIES:
+        checks.fail(owner, "env_id", env_id, "an id that is not one of jaxsac's own envs, "
+                    "a MuJoCo Playground task or a factory of register_gym_env")
     if not callable(constructor):
         checks.fail(owner, "constructor", constructor, "callable (**kwargs) -> JaxEnv")
     checks.check_int(owner, "max_episode_steps", max_episode_steps, 1)
@@ -95,9 +103,14 @@ def has_jax_env(env_id: str) -> bool:
     return env_id in JAX_ENVS or env_id in MULTI_AGENT_ENVS or is_playground(env_id)
 
 
-def max_episode_steps(env_id: str) -> int | None:
-    """The time limit `env_id` is registered with (gymnasium's, which the JAX envs
-    share); None when it has none or is unknown to both."""
+def max_episode_steps(env_id: str, kwargs: dict[str, Any] | None = None) -> int | None:
+    """The time limit of `env_id` made with `kwargs`: their max_episode_steps, else the
+    one it is registered with (gymnasium's, which the JAX envs share, or
+    `register_gym_env`'s); None when it has none or is unknown."""
+    if (kwargs or {}).get("max_episode_steps") is not None:
+        return int(kwargs["max_episode_steps"])
+    if env_id in GYM_FACTORIES:
+        return GYM_FACTORIES[env_id].max_episode_steps
     if env_id in JAX_ENVS:
         return JAX_ENVS[env_id][1]
     if is_playground(env_id):
@@ -142,6 +155,9 @@ def resolve_backend(env_id: str, backend: str = "auto", owner: str = "make") -> 
             checks.fail(owner, "backend", backend, f"'jax' or 'auto' for env_id={env_id!r}, "
                         "a MuJoCo Playground task (JAX only)")
         return "jax"
+    if env_id in GYM_FACTORIES and backend == "jax":
+        checks.fail(owner, "backend", backend, f"'gymnasium' or 'auto' for env_id={env_id!r}, "
+                    "a gymnasium factory of register_gym_env")
     if backend == "auto":
         return "jax" if has_jax_env(env_id) else "gymnasium"
     if backend == "jax" and not has_jax_env(env_id):
@@ -183,8 +199,48 @@ def make(env_id: str, backend: str = "auto", obs_keys: tuple[str, ...] | None = 
     return TimeLimit(constructor(**kwargs), max_episode_steps)
 
 
+def from_config(config: SACConfig, evaluation: bool = False) -> JaxEnv | GymEnvFactory:
+    """The env `config` trains on (`evaluation`: the one it evaluates on), on its
+    backend: `envs.make` of the env id with the config's env kwargs (and obs_keys, or
+    num_agents for a multi-agent env)."""
+    env_id, kwargs = config.eval_env if evaluation else (config.env_id, config.env_kwargs)
+    backend = resolve_backend(env_id, config.backend, owner="SACConfig")
+    if is_multi_agent(env_id):
+        return make(env_id, backend, num_agents=config.num_agents, **kwargs)
+    return make(env_id, backend, obs_keys=config.obs_keys, **kwargs)
+
+
+def check_config_envs(config: SACConfig) -> None:
+    """Errors naming the field for env kwargs an env does not take, and for an evaluation
+    env whose spaces are not the training env's (a gymnasium env is built once here)."""
+    spaces = []
+    separate = config.eval_env != (config.env_id, config.env_kwargs)
+    for evaluation in (False, True) if separate else (False,):
+        name = "eval_env_kwargs" if evaluation and config.eval_env_kwargs is not None \
+            else "env_kwargs"
+        env_id, kwargs = config.eval_env if evaluation else (config.env_id, config.env_kwargs)
+        try:
+            env = from_config(config, evaluation)
+            spaces.append((env.observation_space.shape, env.action_space))
+        except TypeError as e:  # an argument the env's constructor does not take
+            checks.fail("SACConfig", name, kwargs, f"arguments env_id={env_id!r} takes ({e})")
+    if separate and spaces[0] != spaces[1]:
+        (obs, act), (eval_obs, eval_act) = spaces
+        checks.fail("SACConfig", "eval_env_id", config.eval_env_id,
+                    f"an env with the training env's spaces (observations of shape {obs}, "
+                    f"actions {act}); the evaluation env {config.eval_env} has "
+                    f"observations of shape {eval_obs}, actions {eval_act}")
+
+
+def time_limit(config: SACConfig, evaluation: bool = False) -> int | None:
+    """`max_episode_steps` of `config`'s env (`evaluation`: its evaluation env)."""
+    return max_episode_steps(*(config.eval_env if evaluation
+                               else (config.env_id, config.env_kwargs)))
+
+
 __all__ = [
     "BACKENDS",
+    "GYM_FACTORIES",
     "JAX_ENVS",
     "MULTI_AGENT_ENVS",
     "Acrobot",
@@ -212,9 +268,11 @@ __all__ = [
     "RestartOnFailure",
     "TimeLimit",
     "TimeLimitState",
+    "check_config_envs",
     "check_observation_space",
     "check_playground_installed",
     "gym_env_factory",
+    "from_config",
     "has_jax_env",
     "is_jaxsac_code",
     "is_multi_agent",
@@ -223,6 +281,8 @@ __all__ = [
     "make",
     "make_playground",
     "max_episode_steps",
+    "register_gym_env",
     "register_jax_env",
     "resolve_backend",
+    "time_limit",
 ]

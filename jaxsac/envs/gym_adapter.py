@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium
 import numpy as np
+
+from jaxsac import checks
 
 
 class EnvFailureError(RuntimeError):
@@ -54,21 +57,64 @@ class GymEnvFactory:
         return self._spaces[1]
 
 
+GYM_FACTORIES: dict[str, gymnasium.envs.registration.EnvSpec] = {}
+"""env id -> the spec of a factory registered with `register_gym_env` (kept here, not in
+gymnasium's registry)."""
+
+
+def register_gym_env(env_id: str, factory: Callable[..., gymnasium.Env],
+                     max_episode_steps: int | None = None) -> None:
+    """Add an env built by a callable: `SACConfig(env_id=env_id, env_kwargs=kwargs)` then
+    trains (and evaluates) on `factory(**kwargs)` on the gymnasium backend, with any
+    wrappers the factory applies, e.g.
+
+        register_gym_env("FrozenLake-flat", lambda **kw: gymnasium.wrappers.
+                         FlattenObservation(gymnasium.make("FrozenLake-v1", **kw)))
+
+    The factory travels to async vector envs and Ray runners with cloudpickle (lambdas
+    and closures work); a checkpoint stores the id and kwargs, not the factory: register
+    it again in a fresh process before evaluating or resuming. `max_episode_steps` adds
+    gymnasium's TimeLimit (None: the factory's env keeps its own ends). Registering an
+    id again replaces its factory; gymnasium's own ids cannot be taken."""
+    owner = "register_gym_env"
+    if not isinstance(env_id, str) or not env_id:
+        checks.fail(owner, "env_id", env_id, "a non-empty string")
+    if env_id in gymnasium.registry:
+        checks.fail(owner, "env_id", env_id, "an id gymnasium does not know already (use "
+                    "SACConfig.env_kwargs for its arguments)")
+    if not callable(factory):
+        checks.fail(owner, "factory", factory, "callable (**env_kwargs) -> gymnasium.Env")
+    if max_episode_steps is not None:
+        checks.check_int(owner, "max_episode_steps", max_episode_steps, 1)
+    try:
+        spec = gymnasium.envs.registration.EnvSpec(env_id, entry_point=factory,
+                                                   max_episode_steps=max_episode_steps)
+    except gymnasium.error.Error as e:
+        checks.fail(owner, "env_id", env_id, f"an id gymnasium can parse ({e})")
+    GYM_FACTORIES[env_id] = spec
+
+
 def gym_env_factory(env_id: str, **kwargs: Any) -> GymEnvFactory:
-    """A factory for a registered gymnasium env id; unknown ids raise `ValueError`."""
+    """A factory for a registered gymnasium id or one of `register_gym_env`; unknown ids
+    raise `ValueError`."""
+    if env_id in GYM_FACTORIES:
+        return GymEnvFactory(env_id, tuple(sorted(kwargs.items())), GYM_FACTORIES[env_id])
     try:
         spec = gymnasium.spec(env_id)
     except gymnasium.error.Error as e:
         raise ValueError(
-            f"env_id={env_id!r} is not a registered gymnasium environment ({e})") from e
+            f"env_id={env_id!r} is not a registered gymnasium environment ({e}) nor a "
+            "factory registered with jaxsac.envs.register_gym_env (a checkpoint stores the "
+            "id, not the factory: register it again in a fresh process)") from e
     return GymEnvFactory(env_id, tuple(sorted(kwargs.items())), spec)
 
 
 SUPPORTED_OBSERVATIONS = (
     "supported: a Box observation space of any shape (flattened to float32); Dict, Tuple, "
-    "Discrete or MultiDiscrete observations must be flattened first: register the env "
-    "wrapped in gymnasium.wrappers.FlattenObservation under an id of its own (a GymRunner "
-    "built by hand flattens them with flatten_structured_obs=True)")
+    "Discrete or MultiDiscrete observations must be flattened first: train on a factory "
+    "that wraps the env in gymnasium.wrappers.FlattenObservation "
+    "(jaxsac.envs.register_gym_env; a GymRunner built by hand flattens them with "
+    "flatten_structured_obs=True)")
 
 
 def check_observation_space(observation_space: gymnasium.Space, env_name: str, *,

@@ -4,8 +4,10 @@
     jaxsac.tuned.available()          # the env ids with a tuned example
 
 Each file holds the SACConfig fields that differ from the defaults, plus an `_about`
-note saying where the setting comes from and what it should reach. The module itself is
-callable: `jaxsac.tuned(env_id, **overrides)` is `jaxsac.tuned.tuned(env_id, **overrides)`.
+note saying where the setting comes from and what it should reach, and where that is a
+return, `_solved_return`: the bar (`solved_return(env_id)`; the learning curve draws
+it). The module itself is callable: `jaxsac.tuned(env_id, **overrides)` is
+`jaxsac.tuned.tuned(env_id, **overrides)`.
 """
 
 from __future__ import annotations
@@ -36,6 +38,15 @@ def tuned_values(env_id: str) -> dict[str, Any]:
                          f"available: {available()}")
     text = resources.files(__name__).joinpath(*f"{env_id}.json".split("/")).read_text()
     return {k: v for k, v in json.loads(text).items() if not k.startswith("_")}
+
+
+def solved_return(env_id: str) -> float | None:
+    """The evaluation return `env_id`'s tuned example should reach (its bar; per agent
+    for a multi-agent env), or None when it has no tuned example or no such bar."""
+    if env_id not in available():
+        return None
+    text = resources.files(__name__).joinpath(*f"{env_id}.json".split("/")).read_text()
+    return json.loads(text).get("_solved_return")
 
 
 def tuned(env_id: str, **overrides: Any) -> SACConfig:
