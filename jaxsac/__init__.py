@@ -13,7 +13,7 @@ The package is layered: each module imports only from the layers listed before i
     config        config
     components    envs, networks, connectors, agents, logger, distributed, compilation,
                   tuned, storage, memory
-    pieces        replay, learner, runners, sharding
+    pieces        replay, learner, runners, sharding, runs
     schedule      schedule, metrics
     assembly      assembly
     shared steps  iteration, evaluation
@@ -31,6 +31,7 @@ from jaxsac import (
     networks,
     replay,
     runners,
+    runs,
     sharding,
     tuned,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "networks",
     "replay",
     "runners",
+    "runs",
     "sharding",
     "train",
     "tuned",

@@ -228,7 +228,11 @@ class SACConfig:
     max_to_keep: int = setting(3, CHECKPOINTS, NOT_COMPILED, check=Int(1))
     """Checkpoints kept; older ones are deleted."""
     resume: bool = setting(False, CHECKPOINTS, NOT_COMPILED, check=Bool())
-    """Continue from the latest checkpoint in checkpoint_dir."""
+    """Continue the run whose checkpoints checkpoint_dir holds, from its newest one (an
+    error when there is none); False starts a new run (jaxsac.runs)."""
+    keep_best: bool = setting(False, CHECKPOINTS, NOT_COMPILED, check=Bool())
+    """Also keep the checkpoint of the best evaluation so far (mean over seeds), without
+    its buffer, in checkpoint_dir/best; `load_policy(..., best=True)` loads it."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -359,9 +363,10 @@ def _validate(c: SACConfig) -> None:
         if c.resume:
             checks.fail(owner, "resume", c.resume, "False without a checkpoint_dir to "
                         "resume from")
-        if c.checkpoint_every:
-            checks.fail(owner, "checkpoint_every", c.checkpoint_every,
-                        "0 without a checkpoint_dir to write to")
+        for name in ("checkpoint_every", "keep_best"):
+            if getattr(c, name):
+                checks.fail(owner, name, getattr(c, name), "0 or False without a "
+                            "checkpoint_dir to write to")
     if c.log_dir is not None and (not isinstance(c.log_dir, str) or not c.log_dir):
         checks.fail(owner, "log_dir", c.log_dir, "a non-empty path or None")
     if c.data_shards is not None:
