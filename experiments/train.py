@@ -132,13 +132,15 @@ def check_env_id(env_id: str, backend: str | None) -> None:
         jaxsac.envs.make(env_id, "gymnasium")
 
 
-def fit_to_total(base: jaxsac.SACConfig, total: int, given: set[str], num_envs: int
-                 ) -> tuple[jaxsac.SACConfig, list[str]]:
+def fit_to_total(base: jaxsac.SACConfig, total: int, given: set[str], num_envs: int,
+                 explicit: dict[str, int]) -> tuple[jaxsac.SACConfig, list[str]]:
     """`base` for a run of `total` env steps: its learning_starts scaled to the same
     share of the run when `total` is at most it, its log_every lowered to the largest
     divisor of `total` (a multiple of num_envs) when it does not divide `total`; never
-    a field in `given`. Returns (config, notes)."""
-    changes, notes = {"total_env_steps": total}, []
+    a field in `given` (`explicit`: the values given of these two). Returns (config,
+    notes)."""
+    changes = {"total_env_steps": total, **explicit}
+    notes = []
     source = "the tuned example" if "tuned" in given else "SACConfig's defaults"
     if "learning_starts" not in given and base.learning_starts >= total:
         changes["learning_starts"] = base.learning_starts * total // base.total_env_steps
@@ -169,7 +171,10 @@ def parse(argv: list[str]) -> tuple[Args, list[str]]:
     notes: list[str] = []
     if known.total_env_steps is not None and known.total_env_steps.isdigit():
         num_envs = int(preparse_value(argv, "num_envs") or base.num_envs)
-        base, notes = fit_to_total(base, int(known.total_env_steps), given, num_envs)
+        explicit = {name: int(value) for name in ("learning_starts", "log_every")
+                    if (value := preparse_value(argv, name)) is not None}
+        base, notes = fit_to_total(base, int(known.total_env_steps), given, num_envs,
+                                   explicit)
     if known.log_dir and "checkpoint_dir" not in given:  # the run folder holds its checkpoints
         base = base.replace(checkpoint_dir=os.path.join(known.log_dir, "checkpoints"))
     args = tyro.cli(Args, default=Args(config=base, tuned=known.tuned), args=argv,
@@ -214,6 +219,22 @@ def prepare_run(args: Args, notes: list[str]) -> jaxsac.SACConfig:
     return config
 
 
+class StdoutLines(logging.Handler):
+    """Log records as lines on the current sys.stdout."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(self.format(record), flush=True)
+
+
+def show_log_lines() -> None:
+    """The "jaxsac" logger's messages (a resume's, ...) printed, without a progress bar."""
+    logger = logging.getLogger("jaxsac")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    if not any(isinstance(handler, StdoutLines) for handler in logger.handlers):
+        logger.addHandler(StdoutLines())
+
+
 def main(argv: list[str] | None = None) -> jaxsac.TrainResult | None:
     try:
         args, notes = parse(list(sys.argv[1:] if argv is None else argv))
@@ -228,10 +249,7 @@ def main(argv: list[str] | None = None) -> jaxsac.TrainResult | None:
     if args.compilation_cache:
         jaxsac.compilation.enable_cache()
     if not args.progress:
-        logger = logging.getLogger("jaxsac")
-        logger.setLevel(logging.INFO)
-        logger.addHandler(logging.StreamHandler(sys.stdout))
-        logger.propagate = False
+        show_log_lines()
     print(f"jaxsac: training {config.env_id} for {config.total_env_steps} env steps"
           f" x {args.num_seeds} seed(s)")
     with warnings.catch_warnings():
