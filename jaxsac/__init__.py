@@ -13,7 +13,7 @@ The package is layered: each module imports only from the layers listed before i
     config        config
     components    envs, networks, connectors, agents, logger, distributed, compilation,
                   tuned, storage, memory
-    pieces        replay, learner, runners, sharding
+    pieces        replay, learner, runners, sharding, runs
     schedule      schedule, metrics
     assembly      assembly
     shared steps  iteration, evaluation
@@ -32,6 +32,7 @@ from jaxsac import (
     networks,
     replay,
     runners,
+    runs,
     sharding,
     tuned,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "record_video",
     "replay",
     "runners",
+    "runs",
     "sharding",
     "train",
     "tuned",

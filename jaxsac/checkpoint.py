@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsac import connectors, envs, storage
+from jaxsac import connectors, envs, runs, storage
 from jaxsac.assembly import assemble, example_step, host_assembly, init_state, make_buffer
 from jaxsac.config import STRUCTURAL, SACConfig, fields_with
 from jaxsac.storage import CorruptCheckpointError
@@ -150,18 +150,28 @@ def latest_step(directory: str | os.PathLike) -> int | None:
     return steps[-1] if steps else None
 
 
-def save(directory: str | os.PathLike, train_state: Any, config: SACConfig, step: int) -> None:
+def save(directory: str | os.PathLike, train_state: Any, config: SACConfig, step: int, *,
+         run_id: str | None = None, eval_return: float | None = None) -> None:
     """Write `train_state` and `config` as checkpoint `step` of `directory`, atomically.
 
     Keeps the newest `config.max_to_keep` steps; leaves the replay buffer out when
     `config.checkpoint_buffer` is False. Saving a step that already exists replaces it
-    (and does nothing when the stored arrays are the same bits).
+    (and does nothing when the stored arrays are the same bits). The folder belongs to
+    one run (jaxsac.runs): the first save records it in `<directory>/run.json`, and
+    every step's meta holds its run id.
 
     Args:
         directory: the checkpoint folder (created when missing).
         train_state: a TrainState, optionally with a leading seed axis.
         config: the run's SACConfig (stored with it).
         step: the env steps the state has reached (the step folder's name).
+        run_id: the run the state belongs to (`train` passes its own); None: the run the
+            folder records when the state has its key, else a new run.
+        eval_return: recorded in the meta when given (the best checkpoint's return).
+
+    Raises:
+        FileExistsError: `directory` holds checkpoints of another run (another run_id,
+        or with run_id None a state of another key).
     """
     directory = storage.check_directory(directory, "checkpoint.save")
     step = storage.check_step(step, "checkpoint.save")
@@ -177,8 +187,13 @@ def save(directory: str | os.PathLike, train_state: Any, config: SACConfig, step
         items.pop("buffer", None)
         key_impls.pop("buffer", None)
     seed_axis, num_seeds = _seed_axis(train_state)
+    key_checksum = storage.checksums({"key": items["progress"]["key"]})["key"]
+    run_id = runs.claim(directory, run_id, key_checksum, "checkpoint.save")
     meta = {"format_version": FORMAT_VERSION, "env_steps": step, "seed_axis": seed_axis,
-            "num_seeds": num_seeds, "buffer_saved": "buffer" in items, **_env_meta(config)}
+            "num_seeds": num_seeds, "buffer_saved": "buffer" in items, "run_id": run_id,
+            **_env_meta(config)}
+    if eval_return is not None:
+        meta["eval_return"] = float(eval_return)
     storage.write_step(directory, step, items, key_impls, meta,
                        {"config": config.to_dict()}, config.max_to_keep)
 
@@ -245,8 +260,12 @@ class OpenStep:
 def open_step(directory: str | os.PathLike, step: int | None, owner: str
               ) -> Iterator[OpenStep]:
     """Open checkpoint `step` (the newest when None) of `directory` for reading: the step
-    resolved, its config and meta read and checked (errors name `owner`)."""
-    directory = storage.check_directory(directory, owner)
+    resolved, its config and meta read and checked (errors name `owner`). `directory`
+    may be a checkpoint folder, a step folder or a run folder (`runs.locate`); without a
+    step, a folder holding the steps of several runs is an error."""
+    directory, step = runs.locate(directory, step, owner)
+    if step is None:
+        runs.check_one_run(directory, owner)
     step = storage.resolve_step(directory, step, owner)
     manager = storage.reader(directory)
     try:

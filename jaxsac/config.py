@@ -38,13 +38,13 @@ from jaxsac.field_roles import (  # noqa: F401 - the roles and parts are used fr
     STRUCTURAL,
     SWEEPABLE,
     Bool,
-    Check,
     Choice,
     FrozenKwargs,
     Int,
     JsonKwargs,
     Kwargs,
     Name,
+    Names,
     Real,
     check_value,
     jsonable,
@@ -134,7 +134,7 @@ class SACConfig:
     """Remote runners: replacements of one runner (its actor died or timed out) allowed
     in one `train` call; one more failure stops the run with an error, after a
     checkpoint."""
-    obs_keys: tuple[str, ...] | None = setting(None, ENV)
+    obs_keys: tuple[str, ...] | None = setting(None, ENV, check=Names("observation keys", True))
     """A dict observation's keys that make up the flat observation, in this order (None:
     all keys, sorted); MuJoCo Playground tasks only (e.g. ("state",))."""
     normalize_obs: bool = setting(False, ENV, STRUCTURAL, check=Bool())
@@ -242,7 +242,7 @@ class SACConfig:
     """Env steps per log period; each ends with a metrics row and an evaluation."""
     eval_env_id: str | None = setting(None, EVALUATION, check=Name("environment id", True))
     """The env evaluations run on (None: env_id), with the spaces of env_id's."""
-    eval_env_kwargs: JsonKwargs | None = setting(None, EVALUATION)
+    eval_env_kwargs: JsonKwargs | None = setting(None, EVALUATION, check=Kwargs(optional=True))
     """The evaluation env's own arguments (None: env_kwargs)."""
     eval_episodes: int = setting(10, EVALUATION, check=Int(1))
     """Episodes of each deterministic evaluation."""
@@ -258,7 +258,8 @@ class SACConfig:
     block's start)."""
     log_dir: str | None = setting(None, LOGGING, NOT_COMPILED, check=Name("path", True))
     """Folder for metrics.csv, TensorBoard events and curve.png; None: no files."""
-    loggers: tuple[str, ...] = setting(("csv", "tensorboard"), LOGGING, NOT_COMPILED)
+    loggers: tuple[str, ...] = setting(("csv", "tensorboard"), LOGGING, NOT_COMPILED,
+                                       check=Names("logger names"))
     """Where the metrics go with a log_dir: "csv" (metrics.csv, and curve.png from it),
     "tensorboard", "wandb", "mlflow" (their extras), or one of logger.register_logger."""
     checkpoint_dir: str | None = setting(None, CHECKPOINTS, NOT_COMPILED,
@@ -271,7 +272,11 @@ class SACConfig:
     max_to_keep: int = setting(3, CHECKPOINTS, NOT_COMPILED, check=Int(1))
     """Checkpoints kept; older ones are deleted."""
     resume: bool = setting(False, CHECKPOINTS, NOT_COMPILED, check=Bool())
-    """Continue from the latest checkpoint in checkpoint_dir."""
+    """Continue the run whose checkpoints checkpoint_dir holds, from its newest one (an
+    error when there is none); False starts a new run (jaxsac.runs)."""
+    keep_best: bool = setting(False, CHECKPOINTS, NOT_COMPILED, check=Bool())
+    """Also keep the checkpoint of the best evaluation so far (mean over seeds), without
+    its buffer, in checkpoint_dir/best; `load_policy(..., best=True)` loads it."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -375,10 +380,6 @@ def settings_type(name: str, parts: tuple[str, ...], extra: tuple[str, ...] = ()
 
 def _validate(c: SACConfig) -> None:
     owner = "SACConfig"
-    if not isinstance(c.loggers, tuple) or not all(isinstance(n, str) and n for n in c.loggers):
-        checks.fail(owner, "loggers", c.loggers, "a tuple of logger names")
-    if c.eval_env_kwargs is not None:
-        check_value(owner, "eval_env_kwargs", c.eval_env_kwargs, Kwargs())
     for field in dataclasses.fields(c):
         if field.metadata["check"] is not None:
             check_value(owner, field.name, getattr(c, field.name), field.metadata["check"])
@@ -390,9 +391,10 @@ def _validate(c: SACConfig) -> None:
         if c.resume:
             checks.fail(owner, "resume", c.resume, "False without a checkpoint_dir to "
                         "resume from")
-        if c.checkpoint_every:
-            checks.fail(owner, "checkpoint_every", c.checkpoint_every,
-                        "0 without a checkpoint_dir to write to")
+        for name in ("checkpoint_every", "keep_best"):
+            if getattr(c, name):
+                checks.fail(owner, name, getattr(c, name), "0 or False without a "
+                            "checkpoint_dir to write to")
     if c.data_shards is not None:
         checks.check_int(owner, "data_shards", c.data_shards, 1)
         for name in ("num_envs", "batch_size"):
@@ -415,11 +417,6 @@ def _validate(c: SACConfig) -> None:
             checks.fail(owner, "priority_beta_final", c.priority_beta_final,
                         "None without prioritized replay (prioritized=False)")
     checks.check_n_step(owner, c.n_step)
-    if c.obs_keys is not None and not (
-            isinstance(c.obs_keys, tuple) and c.obs_keys
-            and all(isinstance(k, str) and k for k in c.obs_keys)):
-        checks.fail(owner, "obs_keys", c.obs_keys,
-                    "None or a non-empty tuple of observation keys (non-empty strings)")
     check_learner_fields(c)
 
 

@@ -68,11 +68,19 @@ class Name(NamedTuple):
 
 class Kwargs(NamedTuple):
     """A check: keyword arguments, a dict of string keys and JSON values (stored as a
-    `FrozenKwargs`)."""
+    `FrozenKwargs`), or None when `optional`."""
+    optional: bool = False
+
+
+class Names(NamedTuple):
+    """A check: a tuple of non-empty strings (non-empty itself when `optional`, where
+    None is allowed instead)."""
+    what: str
+    optional: bool = False
 
 
 POSITIVE = Real(0.0, math.inf, open_low=True)
-Check = Choice | Bool | Int | Real | Name | Kwargs
+Check = Choice | Bool | Int | Real | Name | Kwargs | Names
 
 
 class FrozenKwargs(dict):
@@ -122,7 +130,14 @@ def check_value(owner: str, name: str, value: Any, check: Check) -> None:
     elif isinstance(check, Int):
         checks.check_int(owner, name, value, check.minimum, check.maximum)
     elif isinstance(check, Kwargs):
-        check_kwargs(owner, name, value)
+        if not (check.optional and value is None):
+            check_kwargs(owner, name, value)
+    elif isinstance(check, Names):
+        if not (check.optional and value is None or isinstance(value, tuple)
+                and (value or not check.optional)
+                and all(isinstance(v, str) and v for v in value)):
+            checks.fail(owner, name, value, ("None or a non-empty " if check.optional else "a ")
+                        + f"tuple of {check.what} (non-empty strings)")
     elif isinstance(check, Name):
         if not (isinstance(value, str) and value or check.optional and value is None):
             checks.fail(owner, name, value, f"a non-empty {check.what}"

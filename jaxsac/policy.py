@@ -21,7 +21,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxsac import checkpoint, checks, connectors, envs, storage
+from jaxsac import checkpoint, checks, connectors, envs, runs, storage
 from jaxsac.assembly import deterministic_policy, sampling_policy
 from jaxsac.config import SACConfig
 
@@ -104,15 +104,20 @@ class Policy:
 
 
 def load_policy(directory: str | os.PathLike, step: int | None = None, *,
-                seed_index: int = 0, module_id: int = 0) -> Policy:
+                best: bool = False, seed_index: int = 0, module_id: int = 0) -> Policy:
     """The deterministic policy of checkpoint `step` (the newest when None).
 
     Reads only the actor's parameters and the observation statistics (never the replay
     buffer).
 
     Args:
-        directory: the run's checkpoint folder.
-        step: env steps of the checkpoint to load; None: the newest.
+        directory: the run's checkpoint folder, one of its step folders
+            (`<checkpoint folder>/<step>`), or its run folder (the log_dir of a run that
+            recorded its checkpoint_dir, or a folder with one sub-folder of checkpoints).
+        step: env steps of the checkpoint to load; None: the newest (an error when the
+            folder holds the checkpoints of several runs).
+        best: load the checkpoint of the best evaluation instead (kept by training with
+            `keep_best=True`); `step` must then be None.
         seed_index: for a checkpoint of several seeds, the one to load.
         module_id: for a multi-agent run with independent modules, the module to load
             (agent `module_id`'s policy; the only module, 0, otherwise).
@@ -121,10 +126,18 @@ def load_policy(directory: str | os.PathLike, step: int | None = None, *,
         Policy: obs [*obs_shape] or [B, *obs_shape] -> env actions (numpy).
 
     Raises:
-        FileNotFoundError: no such checkpoint. CorruptCheckpointError: it cannot be read
-        back bit for bit. ValueError: a seed_index or module_id it does not hold.
+        FileNotFoundError: no such checkpoint (or no best one). CorruptCheckpointError: it
+        cannot be read back bit for bit. ValueError: a seed_index or module_id it does
+        not hold, or a folder of several runs without a step.
     """
-    with checkpoint.open_step(directory, step, "checkpoint.load_policy") as opened:
+    owner = "checkpoint.load_policy"
+    checks.check_bool(owner, "best", best)
+    if best:
+        if step is not None:
+            checks.fail(owner, "step", step, "None with best=True (the best checkpoint is "
+                        "one step)")
+        directory = runs.best_directory(directory, owner)
+    with checkpoint.open_step(directory, step, owner) as opened:
         config, meta = opened.config, opened.meta
         _check_choice(opened, seed_index, module_id)
         template = checkpoint.template(config, meta)

@@ -6,11 +6,14 @@
 JAX envs run the JAX loop (jaxsac.jax_loop) one log period per call: identical to one
 `make_train` call for the same key. Gymnasium envs run the host loop (jaxsac.host_loop).
 Between periods the host logs the period's row, checks it for non-finite values,
-calls the callback and writes the checkpoints due.
+calls the callback and writes the checkpoints due. Before anything is built, the run's
+folders are checked (jaxsac.runs): a new run never writes into another run's files.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import warnings
 import weakref
 from collections.abc import Callable
@@ -20,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsac import checkpoint, checks, compilation, memory, sharding, tuned
+from jaxsac import checkpoint, checks, compilation, memory, runs, sharding, tuned
 from jaxsac.assembly import Assembly, TrainState, init_state, run_keys, validate
 from jaxsac.config import SACConfig
 from jaxsac.envs import EnvDataError, EnvFailureError
@@ -47,6 +50,8 @@ class TrainResult(NamedTuple):
     config: the SACConfig of the run.
     log_dir: where metrics.csv, TensorBoard events and curve.png went (or None).
     env_restarts: gymnasium envs rebuilt after a fault during this call (0 for JAX envs).
+    run_id: the run's id (jaxsac.runs), recorded in its log_dir and checkpoint_dir.
+    resumed_from: the checkpoint step (env steps) a resumed run continued from, or None.
     """
 
     state: TrainState
@@ -54,6 +59,8 @@ class TrainResult(NamedTuple):
     config: SACConfig
     log_dir: str | None
     env_restarts: int = 0
+    run_id: str | None = None
+    resumed_from: int | None = None
 
 
 class Loop(Protocol):
@@ -84,7 +91,10 @@ def train(config: SACConfig, num_seeds: int = 1, progress: bool = True,
     `make_train` call for the same key); `num_seeds > 1` trains seeds
     `split(key(config.seed), num_seeds)` vmapped in one program. Gymnasium envs run a
     host loop (one seed) with the buffer on the device. Logs go to `config.log_dir`,
-    checkpoints to `config.checkpoint_dir` (resumed from with `config.resume`).
+    checkpoints to `config.checkpoint_dir` (resumed from with `config.resume`); a new
+    run refuses folders holding a previous run's files (jaxsac.runs). A resumed run
+    says "resumed run R from step N" (printed with `progress`, logged to the "jaxsac"
+    logger).
 
     Args:
         config: the run's settings.
@@ -102,17 +112,22 @@ def train(config: SACConfig, num_seeds: int = 1, progress: bool = True,
 
     Raises:
         ValueError: a config or argument no run can honour, naming it, before training.
+        FileExistsError: a new run's log_dir or checkpoint_dir holds a previous run's
+            files, or a resumed run's log_dir another run's logs.
+        FileNotFoundError: resume=True, but checkpoint_dir holds no checkpoint.
     """
     checks.check_int("train", "num_seeds", num_seeds, 1)
     if callback is not None and not callable(callback):
         checks.fail("train", "callback", callback, "callable (row, state) -> stop")
     compilation.enable_default_cache()
-    if validate(config) == "jax":
+    backend = validate(config)
+    run = runs.check_run(config, "train")
+    if backend == "jax":
         mesh = sharding.check_mesh(mesh, "train", config)
         config = sharding.resolve(config, mesh, "train")
         loop = kept_jax_loop(config, num_seeds, mesh)
         return run_log_periods(config, loop, run_keys(config, num_seeds), num_seeds,
-                               progress, callback)
+                               progress, callback, run)
     if num_seeds != 1:
         raise ValueError(f"train: num_seeds={num_seeds} needs a JAX env; {config.env_id!r} "
                          "runs on gymnasium, one seed per process")
@@ -120,7 +135,7 @@ def train(config: SACConfig, num_seeds: int = 1, progress: bool = True,
     runner = host_runner(config)
     try:
         return run_log_periods(config, HostLoop(config, runner), jax.random.key(config.seed),
-                               1, progress, callback)
+                               1, progress, callback, run)
     finally:
         runner.close()
 
@@ -166,15 +181,21 @@ def check_state_fits(loop: Loop, keys: jax.Array, num_seeds: int) -> None:
 
 
 def run_log_periods(config: SACConfig, loop: Loop, keys: jax.Array, num_seeds: int,
-                    progress: bool, callback: Callback | None = None) -> TrainResult:
+                    progress: bool, callback: Callback | None = None,
+                    run: runs.Run | None = None) -> TrainResult:
     """The log periods of a run from the host, one `loop.run_chunk` call each: resume,
     log, checkpoint, callback, and a stop on non-finite values (the last finite state is
-    saved)."""
-    checkpoints = CheckpointSchedule(config)
+    saved). `run`: the run `runs.check_run` found (checked here when None)."""
+    checkpoints = CheckpointSchedule(config, run)
+    run = checkpoints.run
     check_state_fits(loop, keys, num_seeds)
     state = checkpoints.resume(loop.init(keys))
     start = checkpoints.env_steps(state) // config.log_every
     first = jax.process_index() == 0  # on several hosts only the first one logs
+    if run.resume_step is not None:
+        _report(f"jaxsac: resumed run {run.run_id} from step {run.resume_step} of "
+                f"{config.checkpoint_dir}", progress and first)
+    runs.start_logs(config, run)
     logger = RunLogger(config.log_dir if first else None, config.total_env_steps, num_seeds,
                        progress and first, start_env_steps=start * config.log_every,
                        loggers=config.loggers, config=config.to_dict(), title=config.env_id,
@@ -214,11 +235,20 @@ def run_log_periods(config: SACConfig, loop: Loop, keys: jax.Array, num_seeds: i
                            f"{checkpoints.where()}")
                 raise
             checkpoints.maybe_save(state, last=stop or period + 1 == periods)
+            checkpoints.maybe_save_best(state, row)
             if stop:
                 break
     finally:
         logger.close()
-    return TrainResult(state, stack_rows(rows), config, config.log_dir, loop.env_restarts)
+    return TrainResult(state, stack_rows(rows), config, config.log_dir, loop.env_restarts,
+                       run.run_id, run.resume_step)
+
+
+def _report(message: str, show: bool) -> None:
+    """`message` to the "jaxsac" logger, and printed when `show`."""
+    logging.getLogger("jaxsac").info(message)
+    if show:
+        print(message, flush=True)
 
 
 def all_finite(row: dict[str, Any], learner_state: LearnerState) -> bool:
@@ -238,12 +268,16 @@ def _all_finite(tree: Any) -> jax.Array:
 
 
 class CheckpointSchedule:
-    """`train`'s use of jaxsac.checkpoint: resume, periodic and final saves."""
+    """`train`'s use of jaxsac.checkpoint: resume, periodic and final saves, and the
+    best evaluation's checkpoint (`keep_best`), all as checkpoints of `run` (checked
+    with `runs.check_run` when None)."""
 
-    def __init__(self, config: SACConfig):
+    def __init__(self, config: SACConfig, run: runs.Run | None = None):
         self.config = config
         self.directory = config.checkpoint_dir
+        self.run = run or runs.check_run(config, "train")
         self._last_saved = -1
+        self._best_return = -np.inf
 
     def where(self) -> str:
         return f" to {self.directory}" if self.directory else " (no checkpoint_dir set)"
@@ -253,14 +287,15 @@ class CheckpointSchedule:
         requested config's hyperparameters, as in an uninterrupted run."""
         if not (self.config.resume and self.directory):
             return state
-        step = checkpoint.latest_step(self.directory)
-        if step is None:
-            return state
+        step = self.run.resume_step
         self._check_resumable(step)
         restored, _ = checkpoint.restore(self.directory, step, config=self.config, like=state)
         restored = restored.replace(
             learner=restored.learner.replace(hparams=state.learner.hparams))
         self._last_saved = self.env_steps(restored)
+        if self.config.keep_best and runs.step_runs(self._best_dir()):
+            with checkpoint.open_step(self._best_dir(), None, "train") as best:
+                self._best_return = best.meta.get("eval_return", -np.inf)
         return restored
 
     def _check_resumable(self, step: int) -> None:
@@ -293,5 +328,22 @@ class CheckpointSchedule:
         steps = self.env_steps(state)
         if steps == self._last_saved:
             return
-        checkpoint.save(self.directory, state, self.config, steps)
+        checkpoint.save(self.directory, state, self.config, steps, run_id=self.run.run_id)
         self._last_saved = steps
+
+    def _best_dir(self) -> str:
+        return os.path.join(self.directory, runs.BEST)
+
+    def maybe_save_best(self, state: TrainState, row: dict[str, Any]) -> None:
+        """With keep_best: `state` as the best checkpoint (one step, without the replay
+        buffer) when the row's evaluation return (mean over seeds and agents, NaN
+        dropped) beats the best so far."""
+        returns = np.asarray(row["eval_return"], np.float64)
+        returns = returns[np.isfinite(returns)]
+        if not (self.config.keep_best and returns.size) or returns.mean() <= self._best_return:
+            return
+        self._best_return = float(returns.mean())
+        checkpoint.save(self._best_dir(), state,
+                        self.config.replace(max_to_keep=1, checkpoint_buffer=False),
+                        self.env_steps(state), run_id=self.run.run_id,
+                        eval_return=self._best_return)

@@ -29,7 +29,7 @@ BAD_VALUES = [
     ("num_envs", "4"), ("total_env_steps", "1000"), ("seed", 2**32), ("seed", 2**40),
     ("total_env_steps", 0), ("learning_starts", 100_000), ("learning_starts", 200_000),
     ("checkpoint_dir", ""), ("resume", True), ("checkpoint_every", 1_000),
-    ("priority_beta_final", 1.0), ("log_dir", ""),
+    ("priority_beta_final", 1.0), ("log_dir", ""), ("keep_best", True), ("keep_best", 1),
 ]
 
 

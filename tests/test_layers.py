@@ -20,7 +20,7 @@ LAYERS = (
     ("components", ("envs", "networks", "noise", "connectors", "agents", "logger",
                     "distributed", "compilation", "tuned", "random_bits", "storage",
                     "memory")),
-    ("pieces", ("replay", "learner", "runners", "sharding")),
+    ("pieces", ("replay", "learner", "runners", "sharding", "runs")),
     ("schedule", ("schedule", "metrics")),
     ("assembly", ("assembly",)),
     ("shared steps", ("iteration", "evaluation")),
