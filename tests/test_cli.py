@@ -145,5 +145,5 @@ def test_the_run_folder_from_new_run_to_resume_overwrite_and_resume_if_present(
                              capsys)
     assert code == 0 and f"resumed run {new_id} from step 600" in out
     args, notes = cli.parse([*tiny_flags(tmp_path / "fresh"), "--resume-if-present"])
-    assert not args.config.resume and notes == [
+    assert not cli.prepare_run(args, notes).resume and notes == [
         f"no checkpoint in {tmp_path / 'fresh' / 'checkpoints'}: starting a new run"]
