@@ -251,14 +251,14 @@ def main(argv: list[str] | None = None) -> jaxsac.TrainResult | None:
     # Before anything asks JAX for its devices (the run's checks ask for the process).
     if args.distributed or jaxsac.distributed.explicit_settings() is not None:
         jaxsac.distributed.initialize()
+    if args.compilation_cache:  # before anything is compiled
+        jaxsac.compilation.enable_cache()
     try:
         config = prepare_run(args, notes)
     except CONFIG_ERRORS as e:
         raise config_error(e) from None
     for note in notes:
         print(f"{PROG}: note: {note}")
-    if args.compilation_cache:
-        jaxsac.compilation.enable_cache()
     if not args.progress:
         show_log_lines()
     print(f"jaxsac: training {config.env_id} for {config.total_env_steps} env steps"

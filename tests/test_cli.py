@@ -20,9 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of experiments.train in this process."""
+    """(exit status, stdout, stderr) of experiments.train in this process (which keeps
+    the test session's compilation settings: --no-compilation-cache)."""
     try:
-        cli.main(argv)
+        cli.main([*argv, "--no-compilation-cache"])
         code = 0
     except SystemExit as e:
         code = e.code
@@ -32,7 +33,7 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
 
 def tiny_flags(log_dir: Path) -> list[str]:
     """Flags of the tiny test config (tests.support.helpers.TINY) in `log_dir`."""
-    flags = ["--log-dir", str(log_dir), "--no-progress", "--no-compilation-cache"]
+    flags = ["--log-dir", str(log_dir), "--no-progress"]
     for name, value in TINY.items():
         values = value if isinstance(value, tuple) else (value,)
         flags += ["--" + name.replace("_", "-"), *map(str, values)]
