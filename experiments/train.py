@@ -183,10 +183,7 @@ def parse(argv: list[str]) -> tuple[Args, list[str]]:
         base = base.replace(checkpoint_dir=os.path.join(known.log_dir, "checkpoints"))
     args = tyro.cli(Args, default=Args(config=base, tuned=known.tuned), args=argv,
                     description=__doc__, prog=PROG)
-    config = args.config
-    if args.resume_if_present:
-        config = resume_if_present(config, notes)
-    return dataclasses.replace(args, config=config), notes
+    return args, notes
 
 
 def preparse_value(argv: list[str], name: str) -> str | None:
@@ -207,9 +204,11 @@ def resume_if_present(config: jaxsac.SACConfig, notes: list[str]) -> jaxsac.SACC
 
 
 def prepare_run(args: Args, notes: list[str]) -> jaxsac.SACConfig:
-    """The config, checked against what a run can do and against its folders; with
-    --overwrite the previous run's files are deleted first."""
+    """The config (resumed if present), checked against what a run can do and against
+    its folders; with --overwrite the previous run's files are deleted first."""
     config = args.config
+    if args.resume_if_present:
+        config = resume_if_present(config, notes)
     validate(config)
     if args.overwrite:
         if config.resume:
@@ -239,24 +238,36 @@ def show_log_lines() -> None:
         logger.addHandler(StdoutLines())
 
 
+def config_error(error: Exception) -> SystemExit:
+    """Print `error` as one line on stderr; the exit (status 2) to raise."""
+    print(f"{PROG}: error: {str(error).removeprefix(PROG + ': ')}", file=sys.stderr)
+    return SystemExit(2)
+
+
+CONFIG_ERRORS = (ValueError, FileExistsError, FileNotFoundError)
+
+
 def main(argv: list[str] | None = None) -> jaxsac.TrainResult | None:
     try:
         args, notes = parse(list(sys.argv[1:] if argv is None else argv))
-        config = prepare_run(args, notes)
-    except (ValueError, FileExistsError, FileNotFoundError) as e:
-        print(f"{PROG}: error: {str(e).removeprefix(PROG + ': ')}", file=sys.stderr)
-        raise SystemExit(2) from None
-    for note in notes:
-        print(f"{PROG}: note: {note}")
+    except CONFIG_ERRORS as e:
+        raise config_error(e) from None
+    # Before anything asks JAX for its devices (the run's checks ask for the process).
     if args.distributed or jaxsac.distributed.explicit_settings() is not None:
         jaxsac.distributed.initialize()
-    if args.compilation_cache:
+    if args.compilation_cache:  # before anything is compiled
         jaxsac.compilation.enable_cache()
     else:
         jaxsac.compilation.disable_cache()
-    config = args.config
+    try:
+        config = prepare_run(args, notes)
+    except CONFIG_ERRORS as e:
+        raise config_error(e) from None
+    for note in notes:
+        print(f"{PROG}: note: {note}")
     if args.video and not config.log_dir:
-        raise SystemExit("--video writes log_dir/policy.mp4 beside the curve: set --log-dir")
+        raise config_error(ValueError("--video writes log_dir/policy.mp4 beside the curve: "
+                                      "set --log-dir"))
     if not args.progress:
         show_log_lines()
     print(f"jaxsac: training {config.env_id} for {config.total_env_steps} env steps"

@@ -28,6 +28,8 @@ import time
 from typing import Any, NamedTuple
 
 import jax
+import numpy as np
+from jax.experimental import multihost_utils
 
 from jaxsac import storage
 from jaxsac.config import SACConfig
@@ -53,8 +55,12 @@ class Run(NamedTuple):
 
 def new_run_id() -> str:
     """A fresh run id: the UTC start time and 6 random hex digits, e.g.
-    "20261206-231512-3fa9c1"."""
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+    "20261206-231512-3fa9c1"; on several hosts the first host's, the same on all."""
+    run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+    if jax.process_count() == 1:
+        return run_id
+    text = np.frombuffer(run_id.encode().ljust(32), np.uint8)
+    return bytes(np.asarray(multihost_utils.broadcast_one_to_all(text))).decode().strip()
 
 
 # --- records -------------------------------------------------------------------------
@@ -95,15 +101,13 @@ def claim(directory: str, run_id: str | None, key_checksum: Any, owner: str) -> 
 
     Raises FileExistsError when the folder holds checkpoints of another run: another
     `run_id`, or (run_id None) a state whose key differs from the recorded run's. On
-    several hosts only the first checks and records (it writes the JSON items).
+    several hosts every host checks the same and only the first writes the record.
     """
     if run_id is not None and (not isinstance(run_id, str) or not run_id):
         raise ValueError(f"{owner}: run_id={run_id!r} is invalid: must be None or a "
                          "non-empty string")
-    if jax.process_index() != 0:
-        return run_id or ""
+    steps = _finished_steps(directory)
     record = read_record(directory)
-    steps = storage.complete_steps(directory)
     if record is not None and steps:
         same = (record["run_id"] == run_id if run_id is not None
                 else record.get("key_checksum") == key_checksum)
@@ -117,9 +121,21 @@ def claim(directory: str, run_id: str | None, key_checksum: Any, owner: str) -> 
                 "checkpoints first (jaxsac.runs.clear; CLI: --overwrite)")
         return record["run_id"]
     run_id = run_id or new_run_id()
-    write_record(directory, {"run_id": run_id, "key_checksum": key_checksum,
-                             "claimed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    if jax.process_index() == 0:
+        write_record(directory, {"run_id": run_id, "key_checksum": key_checksum,
+                                 "claimed": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                          time.gmtime())})
     return run_id
+
+
+def _finished_steps(directory: str) -> list[int]:
+    """The complete steps of `directory` from the file system alone: step folders with
+    Orbax's finalized marker (no Orbax reader, which on several hosts is a barrier that
+    every host must reach: the first host creates the folder while the others look)."""
+    if not os.path.isdir(directory):
+        return []
+    return sorted(int(name) for name in os.listdir(directory) if name.isdigit() and
+                  os.path.isfile(os.path.join(directory, name, storage.FINALIZED_MARKER)))
 
 
 # --- which runs a checkpoint folder holds --------------------------------------------

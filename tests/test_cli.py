@@ -20,9 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of experiments.train in this process."""
+    """(exit status, stdout, stderr) of experiments.train in this process (which keeps
+    the test session's compilation settings: --no-compilation-cache)."""
     try:
-        cli.main(argv)
+        cli.main([*argv, "--no-compilation-cache"])
         code = 0
     except SystemExit as e:
         code = e.code
@@ -32,7 +33,7 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
 
 def tiny_flags(log_dir: Path) -> list[str]:
     """Flags of the tiny test config (tests.support.helpers.TINY) in `log_dir`."""
-    flags = ["--log-dir", str(log_dir), "--no-progress", "--no-compilation-cache"]
+    flags = ["--log-dir", str(log_dir), "--no-progress"]
     for name, value in TINY.items():
         values = value if isinstance(value, tuple) else (value,)
         flags += ["--" + name.replace("_", "-"), *map(str, values)]
@@ -145,5 +146,5 @@ def test_the_run_folder_from_new_run_to_resume_overwrite_and_resume_if_present(
                              capsys)
     assert code == 0 and f"resumed run {new_id} from step 600" in out
     args, notes = cli.parse([*tiny_flags(tmp_path / "fresh"), "--resume-if-present"])
-    assert not args.config.resume and notes == [
+    assert not cli.prepare_run(args, notes).resume and notes == [
         f"no checkpoint in {tmp_path / 'fresh' / 'checkpoints'}: starting a new run"]

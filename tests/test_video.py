@@ -4,6 +4,7 @@ EGL), read back from the MP4 with imageio."""
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import gymnasium
@@ -60,9 +61,11 @@ def test_the_cli_writes_the_final_pendulum_policy_beside_the_curve(tmp_path):
     np.testing.assert_allclose(full.episode_return, total, rtol=1e-6)
 
 
-def test_video_needs_a_log_dir_on_the_command_line():
-    with pytest.raises(SystemExit, match="--video writes log_dir/policy.mp4 .* set --log-dir"):
+def test_video_needs_a_log_dir_on_the_command_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
         cli.main(["--video", "--no-progress"])
+    assert exit_info.value.code == 2
+    assert re.search("--video writes log_dir/policy.mp4 .* set --log-dir", capsys.readouterr().err)
 
 
 def test_a_playground_cartpole_balance_policy_is_rendered_by_mujoco(tmp_path):
