@@ -36,8 +36,8 @@ from jaxsac.config import SACConfig
 
 RECORD = "run.json"
 """The file in each of a run's folders that records the run."""
-LOG_FILES = (RECORD, "metrics.csv", "curve.png", "tb")
-"""What a run writes into its log_dir (jaxsac.logger, and its record)."""
+LOG_FILES = (RECORD, "metrics.csv", "curve.png", "tb", "policy.mp4")
+"""What a run writes into its log_dir (jaxsac.logger, the CLI's --video, its record)."""
 BEST = "best"
 """The folder in checkpoint_dir holding the checkpoint of the best evaluation so far
 (`keep_best`): one step, replaced atomically by a better one."""
