@@ -15,7 +15,7 @@ install: $(STAMP)
 $(STAMP): setup.cfg requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt -e '.[dev,ray,playground]'
+	$(PY) -m pip install --quiet -r requirements.txt -e '.[dev,ray,playground,locomotion]'
 	touch $(STAMP)
 
 train: $(STAMP)

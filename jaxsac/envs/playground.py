@@ -6,7 +6,9 @@
 Ids are "playground/<task>", <task> one of MuJoCo Playground's registry
 (`mujoco_playground.registry.ALL_ENVS`; the dm_control suite ones need no download).
 Needs the optional extra `pip install -e '.[playground]'` (mujoco, mujoco-mjx,
-playground); `import jaxsac` does not import it.
+playground); `import jaxsac` does not import it. The locomotion and manipulation tasks
+also need MuJoCo Menagerie's robots, `pip install -e '.[locomotion]'`
+(jaxsac.envs.menagerie).
 
 Episode ends, the way jaxsac's runners need them (not brax's training wrappers):
 - Playground's `done` (a physics end, e.g. NaN state or a fallen pole) is `terminated`;
@@ -20,7 +22,7 @@ Observations: an array observation is flattened; a dict one (e.g. {"state": ...,
 `obs_keys`, in that order (all keys, sorted, when None). Actions: the Box of the
 actuators' control ranges when the action is the control vector (every dm_control
 suite task); otherwise Playground's convention for actions that are not raw controls,
-[-1, 1] per dimension.
+[-1, 1] per dimension (the locomotion and manipulation tasks, SCALED_ACTION_FAMILIES).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsac import checks
+from jaxsac.envs import menagerie
 from jaxsac.envs.core import TimeLimit
 
 PLAYGROUND_PREFIX = "playground/"
@@ -101,9 +104,17 @@ def flatten_observation(obs: Any, obs_keys: tuple[str, ...] | None, owner: str) 
     return jnp.concatenate([jnp.reshape(obs[k], (-1,)).astype(jnp.float32) for k in keys])
 
 
+SCALED_ACTION_FAMILIES = ("mujoco_playground._src.locomotion",
+                          "mujoco_playground._src.manipulation")
+"""Playground's task families whose action is not the control vector: a task scales its
+[-1, 1] action into position targets around a default pose (locomotion) or into
+control increments (manipulation), as Playground's brax training feeds them."""
+
+
 def _action_space(env: Any) -> gymnasium.spaces.Box:
     model = env.mj_model
-    is_control = env.action_size == model.nu and bool(np.all(model.actuator_ctrllimited))
+    is_control = (env.action_size == model.nu and bool(np.all(model.actuator_ctrllimited))
+                  and not type(env).__module__.startswith(SCALED_ACTION_FAMILIES))
     if is_control:
         low, high = np.asarray(model.actuator_ctrlrange, np.float32).T
     else:
@@ -166,5 +177,5 @@ def make_playground(env_id: str, obs_keys: tuple[str, ...] | None = None,
 
 @functools.lru_cache(maxsize=16)
 def _playground_env(task: str, obs_keys: tuple[str, ...] | None, impl: str) -> PlaygroundEnv:
-    env = _registry().load(task, config_overrides={"impl": impl})
+    env = menagerie.load_task(_registry(), task, {"impl": impl})
     return PlaygroundEnv(env, obs_keys, name=task)
