@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 
+import jax
+import jax.numpy as jnp
 import mujoco
 import numpy as np
 import pytest
@@ -91,3 +93,78 @@ def test_an_existing_clone_comes_first(tmp_path):
     roots = menagerie.MenagerieRoots(type(mjx_env.MENAGERIE_PATH)(tmp_path))
     assert str(roots / "booster_t1") == str(tmp_path / "booster_t1")
     assert str(roots / "unitree_g1") == str(menagerie.package_roots()[0] / "unitree_g1")
+
+
+LOCKSTEP_STEPS = 3
+QUICK_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+"""XLA options that about halve the compilation of a humanoid's step on the CPU (a
+minute or more): the program runs slower, and both sides of each comparison are in it."""
+
+
+def _lockstep(env, own):
+    """A jitted run(key, elapsed, upside_down, actions [T, |A|]) of the adapter `env`
+    (TimeLimit(PlaygroundEnv)) beside Playground's own task `own`: both reset with `key`,
+    both start `elapsed` steps into the episode and, when `upside_down`, with the robot's
+    free joint turned upside down, then take the same T actions. Returns (ours, theirs):
+    ours = (first obs, obs [T], reward [T], terminated [T], truncated [T]),
+    theirs = (first obs dict, obs dicts [T], reward [T], done [T])."""
+    flip = jnp.array([0.0, 1.0, 0.0, 0.0])  # half a turn about x: w, x, y, z
+
+    def start(data, upside_down):
+        return data.replace(qpos=jnp.where(upside_down, data.qpos.at[3:7].set(flip), data.qpos))
+
+    def run(key, elapsed, upside_down, actions):
+        state, first = env.reset(key)
+        inner = state.env_state
+        state = state.replace(elapsed_steps=elapsed, env_state=inner.replace(
+            data=start(inner.data, upside_down)))
+        own_state = own.reset(key)
+        own_first = own_state.obs
+        own_state = own_state.replace(data=start(own_state.data, upside_down))
+
+        def body(carry, action):
+            ours, theirs = carry
+            ours, obs, reward, terminated, truncated = env.step(ours, action, key)
+            theirs = own.step(theirs, action)
+            return (ours, theirs), ((obs, reward, terminated, truncated),
+                                    (theirs.obs, theirs.reward, theirs.done))
+
+        _, (ours, theirs) = jax.lax.scan(body, (state, own_state), actions)
+        return (first, *ours), (own_first, *theirs)
+
+    args = (jax.random.key(0), 0, False, jnp.zeros((LOCKSTEP_STEPS, env.action_space.shape[0])))
+    return jax.jit(run).lower(*args).compile(compiler_options=QUICK_COMPILE)
+
+
+def _check_lockstep(ours, theirs, terminates: bool, truncates_at: int | None):
+    first, obs, reward, terminated, truncated = ours
+    own_first, own_obs, own_reward, own_done = theirs
+    flat = lambda o: np.concatenate([o["privileged_state"], o["state"]], axis=-1)  # noqa: E731
+    np.testing.assert_array_equal(first, flat(own_first))
+    np.testing.assert_array_equal(obs, flat(own_obs))
+    np.testing.assert_array_equal(reward, own_reward)
+    np.testing.assert_array_equal(terminated, own_done > 0)
+    assert bool(terminated.any()) == terminates
+    assert np.flatnonzero(truncated).tolist() == ([] if truncates_at is None else [truncates_at])
+
+
+@pytest.mark.parametrize("task", list(ROBOTS))
+def test_a_locomotion_task_steps_as_playground_does(offline, task):
+    """Observations (the sorted dict entries, privileged_state then state), rewards and
+    terminations equal Playground's own step's; a robot turned upside down is
+    terminated (Playground's fall); the step that reaches the 1,000-step episode_length
+    is truncated and not terminated."""
+    env = envs.make("playground/" + task)
+    own = registry.load(task, config_overrides={"impl": "jax"})
+    sizes = own.observation_size
+    assert env.observation_space.shape == (sizes["privileged_state"][0] + sizes["state"][0],)
+    run = _lockstep(env, own)
+    actions = jax.random.uniform(jax.random.key(1), (LOCKSTEP_STEPS, env.action_space.shape[0]),
+                                 minval=-1.0, maxval=1.0)
+    key = jax.random.key(2)
+    start = 1000 - LOCKSTEP_STEPS
+    _check_lockstep(*run(key, 0, False, actions), terminates=False, truncates_at=None)
+    _check_lockstep(*run(key, start, False, actions), terminates=False,
+                    truncates_at=LOCKSTEP_STEPS - 1)
+    _check_lockstep(*run(key, 0, True, actions), terminates=True, truncates_at=None)
+
