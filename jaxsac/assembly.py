@@ -109,11 +109,19 @@ def _validate_agents(config: SACConfig) -> None:
                          f"multi-agent env {config.env_id!r}: must be 1 or None")
 
 
+def env_options(config: SACConfig) -> dict[str, Any]:
+    """The env's own arguments of `config` for `envs.make` (only those set: other envs
+    take none of them)."""
+    return {"domain_randomization": True} if config.domain_randomization else {}
+
+
 def validate(config: SACConfig, placement: sharding.Placement | None = None) -> str:
     """Errors for configs no run can honour, naming the fields; returns the backend."""
     backend = envs.resolve_backend(config.env_id, config.backend, owner="SACConfig")
     if config.obs_keys is not None:  # the keys exist (a Playground task's dict observation)
         envs.make(config.env_id, backend, obs_keys=config.obs_keys)
+    if config.domain_randomization:  # the task has a randomizer
+        envs.playground.domain_randomizer(config.env_id, "SACConfig")
     if config.num_env_runners:
         if backend != "gymnasium":
             raise ValueError(f"SACConfig.num_env_runners={config.num_env_runners} needs "
@@ -144,7 +152,8 @@ def assemble(config: SACConfig, gamma: Any = None,
                          "runs on gymnasium; make_train needs a JAX env (use train(config))")
     if envs.is_multi_agent(config.env_id):
         return _multi_agent_assembly(config, gamma)
-    env = envs.make(config.env_id, backend="jax", obs_keys=config.obs_keys)
+    env = envs.make(config.env_id, backend="jax", obs_keys=config.obs_keys,
+                    **env_options(config))
     runner = make_jax_runner(env, config.num_envs, normalize_obs=config.normalize_obs)
     check_exploration(config, runner.actions)
     return Assembly(config, env, make_learner(config, runner.obs_dim, runner.actions),

@@ -12,10 +12,12 @@ import mujoco
 import numpy as np
 import pytest
 from mujoco_playground import registry
+from mujoco_playground import wrapper as playground_wrapper
 from mujoco_playground._src import mjx_env
 
+import jaxsac
 from jaxsac import envs
-from jaxsac.envs import menagerie, playground
+from jaxsac.envs import AutoReset, menagerie, playground, randomization
 
 # task -> (Menagerie robot folder, the robot's own model file in it)
 ROBOTS = {
@@ -168,3 +170,93 @@ def test_a_locomotion_task_steps_as_playground_does(offline, task):
                     truncates_at=LOCKSTEP_STEPS - 1)
     _check_lockstep(*run(key, 0, True, actions), terminates=True, truncates_at=None)
 
+
+DR_TASK = "T1JoystickFlatTerrain"
+
+
+def test_domain_randomization_draws_playgrounds_models_per_env_reproducibly():
+    """Each env's model is the one Playground's randomizer draws for that env's key
+    (the randomizer called once for all keys, as brax's training calls it): the drawn
+    leaves differ between envs, and the same keys draw the same bits."""
+    env = envs.make("playground/" + DR_TASK, domain_randomization=True)
+    randomizer = registry.get_domain_randomizer(DR_TASK)
+    base = env.unwrapped.env.mjx_model
+    keys = jax.random.split(jax.random.key(5), 3)
+    ours = jax.jit(jax.vmap(env.draw_model))(keys)
+    theirs, in_axes = jax.jit(lambda k: randomizer(base, rng=k))(keys)
+    drawn = {path[-1].name for path, axis in jax.tree_util.tree_flatten_with_path(in_axes)[0]
+             if axis == 0}  # the leaves drawn per env (None for the shared ones)
+    assert {"geom_friction", "body_mass", "actuator_gainprm", "qpos0"} <= drawn
+    assert len(ours) == len(drawn) == len(env.positions)
+    theirs_drawn = [leaf for leaf, axis in zip(
+        jax.tree.leaves(theirs, is_leaf=lambda x: x is None),
+        jax.tree.leaves(in_axes, is_leaf=lambda x: x is None), strict=True) if axis == 0]
+    for leaf, their_leaf in zip(ours, theirs_drawn, strict=True):
+        # The same draws, to an ulp (XLA may fuse `mass * scale + extra` into one
+        # multiply-add in one program and not in the other).
+        np.testing.assert_allclose(leaf, their_leaf, rtol=1e-6, atol=0)
+        assert not np.array_equal(leaf[0], leaf[1]) and not np.array_equal(leaf[1], leaf[2])
+    again = jax.jit(jax.vmap(env.draw_model))(keys)
+    assert all(np.array_equal(a, b) for a, b in zip(ours, again, strict=True))
+    other = jax.jit(jax.vmap(env.draw_model))(jax.random.split(jax.random.key(6), 3))
+    assert not np.array_equal(other[0], ours[0])
+
+
+def test_randomized_envs_step_as_brax_wrapper_steps_them():
+    """Two envs, each reset with its key, step with their own models exactly as
+    Playground's brax wrapper (BraxDomainRandomizationVmapWrapper) steps the same
+    models (the envs' drawn leaves, given to it with its randomizer's in_axes); the
+    autoreset's new episode keeps each env's model (the wrapper's reset, same keys)."""
+    env = envs.make("playground/" + DR_TASK, domain_randomization=True)
+    own = registry.load(DR_TASK, config_overrides={"impl": "jax"})
+    keys = jax.random.split(jax.random.key(7), 2)
+    reset_keys = jax.vmap(jax.random.split)(keys)[:, 1]  # DomainRandomized.reset's split
+    _, in_axes = registry.get_domain_randomizer(DR_TASK)(own.mjx_model, rng=keys)
+    actions = jax.random.uniform(jax.random.key(8), (2, env.action_space.shape[0]),
+                                 minval=-1.0, maxval=1.0)
+    autoreset = AutoReset(env)
+    flat = lambda o: np.concatenate([o["privileged_state"], o["state"]], axis=-1)  # noqa: E731
+
+    def run(keys, actions):
+        state, first = jax.vmap(autoreset.reset)(keys)
+        models = state.env_state.model
+        state, obs, reward, terminated, _ = autoreset.step_batch(state, actions, keys)
+        again = state.replace(needs_reset=jnp.ones(2, bool))  # a new episode, same keys
+        again, again_obs, *_ = autoreset.step_batch(again, actions, reset_keys)
+        wrapped = playground_wrapper.BraxDomainRandomizationVmapWrapper(own, lambda model: (
+            randomization.with_leaves(model, env.positions, models), in_axes))
+        theirs = wrapped.reset(reset_keys)
+        stepped = wrapped.step(theirs, actions)
+        return ((first, obs, reward, terminated, models, again_obs, again.env_state.model),
+                (theirs.obs, stepped.obs, stepped.reward, stepped.done))
+
+    ours, theirs = jax.jit(run).lower(keys, actions).compile(
+        compiler_options=QUICK_COMPILE)(keys, actions)
+    first, obs, reward, terminated, models, again_obs, again_models = ours
+    np.testing.assert_array_equal(first, flat(theirs[0]))
+    np.testing.assert_array_equal(obs, flat(theirs[1]))
+    np.testing.assert_array_equal(reward, theirs[2])
+    np.testing.assert_array_equal(terminated, theirs[3] > 0)
+    np.testing.assert_array_equal(again_obs, flat(theirs[0]))
+    assert all(np.array_equal(a, b) for a, b in zip(models, again_models, strict=True))
+    assert all(not np.array_equal(leaf[0], leaf[1]) for leaf in models)
+
+
+def test_domain_randomization_needs_a_playground_task_with_a_randomizer():
+    config = jaxsac.SACConfig(env_id="playground/CartpoleBalance", domain_randomization=True,
+                              total_env_steps=10, learning_starts=1)
+    for call in (jaxsac.make_train, jaxsac.train):
+        with pytest.raises(ValueError, match=(
+                r"SACConfig.domain_randomization=True is invalid: must be False for "
+                r"env_id='playground/CartpoleBalance', whose task has no domain randomizer "
+                r"in Playground; tasks with one: \[.*'T1JoystickFlatTerrain'")):
+            call(config)
+    with pytest.raises(ValueError, match=r"SACConfig.domain_randomization=True is invalid: "
+                       r"must be False for env_id='Pendulum-v1', which is not a MuJoCo "
+                       "Playground task"):
+        jaxsac.make_train(config.replace(env_id="Pendulum-v1"))
+    with pytest.raises(ValueError, match=r"SACConfig.domain_randomization=1 is invalid: "
+                       "must be True or False"):
+        jaxsac.SACConfig(domain_randomization=1)
+    with pytest.raises(ValueError, match=r"make: domain_randomization='yes' is invalid"):
+        envs.make("playground/" + DR_TASK, domain_randomization="yes")

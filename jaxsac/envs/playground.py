@@ -27,9 +27,11 @@ suite task); otherwise Playground's convention for actions that are not raw cont
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
+import io
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsac import checks
-from jaxsac.envs import menagerie
+from jaxsac.envs import menagerie, randomization
 from jaxsac.envs.core import TimeLimit
 
 PLAYGROUND_PREFIX = "playground/"
@@ -163,16 +165,47 @@ class PlaygroundEnv:
         return f"PlaygroundEnv({self.name!r}, obs_keys={self.obs_keys})"
 
 
+def domain_randomizer(env_id: str, owner: str = "make") -> randomization.Randomizer:
+    """Playground's domain randomizer of `env_id`'s task (what its training passes brax as
+    `randomization_fn`); an error naming `owner`'s `domain_randomization` when the env
+    has none."""
+    if not is_playground(env_id):
+        checks.fail(owner, "domain_randomization", True,
+                    f"False for env_id={env_id!r}, which is not a MuJoCo Playground task")
+    task = task_name(env_id, owner)
+    randomizers = _domain_randomizers()
+    if task not in randomizers:
+        checks.fail(owner, "domain_randomization", True,
+                    f"False for env_id={env_id!r}, whose task has no domain randomizer in "
+                    f"Playground; tasks with one: {sorted(randomizers)}")
+    return randomizers[task]
+
+
+@functools.cache
+def _domain_randomizers() -> dict[str, randomization.Randomizer]:
+    """Task -> Playground's randomizer, for the tasks that have one."""
+    registry = _registry()
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints for the tasks without
+        found = {task: registry.get_domain_randomizer(task) for task in registry.ALL_ENVS}
+    return {task: randomizer for task, randomizer in found.items() if randomizer is not None}
+
+
 def make_playground(env_id: str, obs_keys: tuple[str, ...] | None = None,
-                    impl: str = DEFAULT_IMPL, max_episode_steps: int | None = None
-                    ) -> TimeLimit:
+                    impl: str = DEFAULT_IMPL, max_episode_steps: int | None = None,
+                    domain_randomization: bool = False
+                    ) -> TimeLimit | randomization.DomainRandomized:
     """`env_id`'s task ("playground/<task>") in its time limit (`max_episode_steps`
     overrides the task's episode_length). `impl`: the MJX implementation, "jax" (any
-    backend) or "warp" (NVIDIA GPUs)."""
+    backend) or "warp" (NVIDIA GPUs). `domain_randomization`: each env steps its own
+    model, drawn by the task's Playground randomizer (jaxsac.envs.randomization)."""
     task = task_name(env_id)
     checks.check_choice("make", "impl", impl, ("jax", "warp"))
-    return TimeLimit(_playground_env(task, obs_keys, impl),
-                     max_episode_steps or episode_length(env_id))
+    checks.check_bool("make", "domain_randomization", domain_randomization)
+    env = TimeLimit(_playground_env(task, obs_keys, impl),
+                    max_episode_steps or episode_length(env_id))
+    if domain_randomization:
+        return randomization.DomainRandomized(env, domain_randomizer(env_id))
+    return env
 
 
 @functools.lru_cache(maxsize=16)
