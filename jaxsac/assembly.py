@@ -121,6 +121,8 @@ def validate(config: SACConfig, placement: sharding.Placement | None = None) -> 
     # The env kwargs and obs_keys exist, the evaluation env fits the training env.
     envs.check_config_envs(config)
     logger.check_loggers(config.loggers)
+    if config.domain_randomization:  # the task has a randomizer
+        envs.playground.domain_randomizer(config.env_id, "SACConfig")
     if config.num_env_runners:
         if backend != "gymnasium":
             raise ValueError(f"SACConfig.num_env_runners={config.num_env_runners} needs "

@@ -139,6 +139,11 @@ class SACConfig:
     all keys, sorted); MuJoCo Playground tasks only (e.g. ("state",))."""
     normalize_obs: bool = setting(False, ENV, STRUCTURAL, check=Bool())
     """Normalize observations with running mean/std statistics (saved with checkpoints)."""
+    domain_randomization: bool = setting(False, ENV, STRUCTURAL, check=Bool())
+    """Each env steps its own physics model, drawn from the run's seed by the task's own
+    MuJoCo Playground randomizer (friction, masses, gains, ...) and kept for the run, as
+    Playground's training does; the models are part of the env states, so checkpoints
+    hold them. Playground tasks with a randomizer only (T1/G1/Go1 joystick, ...)."""
 
     gamma: float = setting(0.99, LEARNER, SWEEPABLE, check=Real(0.0, 1.0))
     """Discount γ."""

@@ -201,12 +201,14 @@ def make(env_id: str, backend: str = "auto", obs_keys: tuple[str, ...] | None = 
 
 def from_config(config: SACConfig, evaluation: bool = False) -> JaxEnv | GymEnvFactory:
     """The env `config` trains on (`evaluation`: the one it evaluates on), on its
-    backend: `envs.make` of the env id with the config's env kwargs (and obs_keys, or
-    num_agents for a multi-agent env)."""
+    backend: `envs.make` of the env id with the config's env kwargs (and obs_keys and
+    domain_randomization when set, or num_agents for a multi-agent env)."""
     env_id, kwargs = config.eval_env if evaluation else (config.env_id, config.env_kwargs)
     backend = resolve_backend(env_id, config.backend, owner="SACConfig")
     if is_multi_agent(env_id):
         return make(env_id, backend, num_agents=config.num_agents, **kwargs)
+    if config.domain_randomization:  # only Playground tasks take it
+        kwargs = {**kwargs, "domain_randomization": True}
     return make(env_id, backend, obs_keys=config.obs_keys, **kwargs)
 
 

@@ -9,6 +9,10 @@ A `JaxEnv` is a pair of pure functions over an explicit state pytree, so it can 
 Shapes are for one env: obs [obs_dim] float32, action [act_dim] (in the env's own
 `action_space` units), reward [] float32, terminated / truncated [] bool. Time limits
 set `truncated`, never `terminated`.
+
+An env whose state keeps something across its episodes (a domain-randomized model,
+jaxsac.envs.randomization) also has `reset_episode(state, key) -> (state, obs)`, which
+the autoreset calls instead of `reset(key)`.
 """
 
 from __future__ import annotations
@@ -110,7 +114,7 @@ class AutoReset:
 
     def step(self, state: AutoResetState, action: jax.Array, key: jax.Array):
         def reset_branch(_):
-            env_state, obs = self.env.reset(key)
+            env_state, obs = self._reset_episode(state.env_state, key)
             no = jnp.zeros((), bool)
             return env_state, obs, jnp.zeros((), jnp.float32), no, no
 
@@ -134,9 +138,16 @@ class AutoReset:
         """
         stepped = jax.vmap(self._step_as_float32_and_bools)(state.env_state, action, keys)
         env_state, obs, reward, terminated, truncated = _reset_where(
-            self.env.reset, state.needs_reset, keys, stepped)
+            self._reset_episode, state.needs_reset, keys, stepped)
         needs_reset = jnp.logical_or(terminated, truncated)
         return AutoResetState(env_state, needs_reset), obs, reward, terminated, truncated
+
+    def _reset_episode(self, env_state: EnvState, key: jax.Array) -> tuple[EnvState, jax.Array]:
+        """The next episode's start: the env's `reset_episode(env_state, key)` when it has
+        one, else `reset(key)`."""
+        if hasattr(self.env, "reset_episode"):
+            return self.env.reset_episode(env_state, key)
+        return self.env.reset(key)
 
     def _step_as_float32_and_bools(self, env_state: EnvState, action: jax.Array, key: jax.Array):
         """The wrapped env's step, reward as float32 and the flags as bools."""
@@ -150,15 +161,15 @@ class AutoReset:
 
 def _reset_where(reset: Any, needs_reset: jax.Array, keys: jax.Array, stepped: tuple) -> tuple:
     """`stepped` (env_state, obs, reward, terminated, truncated), each leaf [E, ...], with
-    the rows where `needs_reset` [E] replaced by `reset(keys[e])`'s (reward 0, both
-    flags False). The resets run only when some row needs one; under `vmap` the batch
-    axes are folded into E (a custom batching rule), so that stays a `lax.cond` and does
-    not become a select that computes every reset."""
+    the rows where `needs_reset` [E] replaced by `reset(env_state[e], keys[e])`'s
+    (reward 0, both flags False). The resets run only when some row needs one; under
+    `vmap` the batch axes are folded into E (a custom batching rule), so that stays a
+    `lax.cond` and does not become a select that computes every reset."""
 
     @jax.custom_batching.custom_vmap
     def where(needs_reset, keys, stepped):
         def with_resets(stepped):
-            env_state, obs = jax.vmap(reset)(keys)
+            env_state, obs = jax.vmap(reset)(stepped[0], keys)
             no = jnp.zeros_like(needs_reset)
             fresh = (env_state, obs, jnp.zeros(needs_reset.shape, jnp.float32), no, no)
             return jax.tree.map(lambda r, s: jnp.where(

@@ -6,7 +6,9 @@
 Ids are "playground/<task>", <task> one of MuJoCo Playground's registry
 (`mujoco_playground.registry.ALL_ENVS`; the dm_control suite ones need no download).
 Needs the optional extra `pip install -e '.[playground]'` (mujoco, mujoco-mjx,
-playground); `import jaxsac` does not import it.
+playground); `import jaxsac` does not import it. The locomotion and manipulation tasks
+also need MuJoCo Menagerie's robots, `pip install -e '.[locomotion]'`
+(jaxsac.envs.menagerie).
 
 Episode ends, the way jaxsac's runners need them (not brax's training wrappers):
 - Playground's `done` (a physics end, e.g. NaN state or a fallen pole) is `terminated`;
@@ -20,14 +22,16 @@ Observations: an array observation is flattened; a dict one (e.g. {"state": ...,
 `obs_keys`, in that order (all keys, sorted, when None). Actions: the Box of the
 actuators' control ranges when the action is the control vector (every dm_control
 suite task); otherwise Playground's convention for actions that are not raw controls,
-[-1, 1] per dimension.
+[-1, 1] per dimension (the locomotion and manipulation tasks, SCALED_ACTION_FAMILIES).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
+import io
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsac import checks
+from jaxsac.envs import menagerie, randomization
 from jaxsac.envs.core import TimeLimit
 
 PLAYGROUND_PREFIX = "playground/"
@@ -101,9 +106,17 @@ def flatten_observation(obs: Any, obs_keys: tuple[str, ...] | None, owner: str) 
     return jnp.concatenate([jnp.reshape(obs[k], (-1,)).astype(jnp.float32) for k in keys])
 
 
+SCALED_ACTION_FAMILIES = ("mujoco_playground._src.locomotion",
+                          "mujoco_playground._src.manipulation")
+"""Playground's task families whose action is not the control vector: a task scales its
+[-1, 1] action into position targets around a default pose (locomotion) or into
+control increments (manipulation), as Playground's brax training feeds them."""
+
+
 def _action_space(env: Any) -> gymnasium.spaces.Box:
     model = env.mj_model
-    is_control = env.action_size == model.nu and bool(np.all(model.actuator_ctrllimited))
+    is_control = (env.action_size == model.nu and bool(np.all(model.actuator_ctrllimited))
+                  and not type(env).__module__.startswith(SCALED_ACTION_FAMILIES))
     if is_control:
         low, high = np.asarray(model.actuator_ctrlrange, np.float32).T
     else:
@@ -152,19 +165,50 @@ class PlaygroundEnv:
         return f"PlaygroundEnv({self.name!r}, obs_keys={self.obs_keys})"
 
 
+def domain_randomizer(env_id: str, owner: str = "make") -> randomization.Randomizer:
+    """Playground's domain randomizer of `env_id`'s task (what its training passes brax as
+    `randomization_fn`); an error naming `owner`'s `domain_randomization` when the env
+    has none."""
+    if not is_playground(env_id):
+        checks.fail(owner, "domain_randomization", True,
+                    f"False for env_id={env_id!r}, which is not a MuJoCo Playground task")
+    task = task_name(env_id, owner)
+    randomizers = _domain_randomizers()
+    if task not in randomizers:
+        checks.fail(owner, "domain_randomization", True,
+                    f"False for env_id={env_id!r}, whose task has no domain randomizer in "
+                    f"Playground; tasks with one: {sorted(randomizers)}")
+    return randomizers[task]
+
+
+@functools.cache
+def _domain_randomizers() -> dict[str, randomization.Randomizer]:
+    """Task -> Playground's randomizer, for the tasks that have one."""
+    registry = _registry()
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints for the tasks without
+        found = {task: registry.get_domain_randomizer(task) for task in registry.ALL_ENVS}
+    return {task: randomizer for task, randomizer in found.items() if randomizer is not None}
+
+
 def make_playground(env_id: str, obs_keys: tuple[str, ...] | None = None,
-                    impl: str = DEFAULT_IMPL, max_episode_steps: int | None = None
-                    ) -> TimeLimit:
+                    impl: str = DEFAULT_IMPL, max_episode_steps: int | None = None,
+                    domain_randomization: bool = False
+                    ) -> TimeLimit | randomization.DomainRandomized:
     """`env_id`'s task ("playground/<task>") in its time limit (`max_episode_steps`
     overrides the task's episode_length). `impl`: the MJX implementation, "jax" (any
-    backend) or "warp" (NVIDIA GPUs)."""
+    backend) or "warp" (NVIDIA GPUs). `domain_randomization`: each env steps its own
+    model, drawn by the task's Playground randomizer (jaxsac.envs.randomization)."""
     task = task_name(env_id)
     checks.check_choice("make", "impl", impl, ("jax", "warp"))
-    return TimeLimit(_playground_env(task, obs_keys, impl),
-                     max_episode_steps or episode_length(env_id))
+    checks.check_bool("make", "domain_randomization", domain_randomization)
+    env = TimeLimit(_playground_env(task, obs_keys, impl),
+                    max_episode_steps or episode_length(env_id))
+    if domain_randomization:
+        return randomization.DomainRandomized(env, domain_randomizer(env_id))
+    return env
 
 
 @functools.lru_cache(maxsize=16)
 def _playground_env(task: str, obs_keys: tuple[str, ...] | None, impl: str) -> PlaygroundEnv:
-    env = _registry().load(task, config_overrides={"impl": impl})
+    env = menagerie.load_task(_registry(), task, {"impl": impl})
     return PlaygroundEnv(env, obs_keys, name=task)
