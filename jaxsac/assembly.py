@@ -118,11 +118,11 @@ def validate(config: SACConfig, placement: sharding.Placement | None = None) -> 
     if envs.resolve_backend(config.eval_env[0], config.backend, owner="SACConfig") != backend:
         checks.fail("SACConfig", "eval_env_id", config.eval_env_id, f"an env of the "
                     f"training env's backend, {backend!r} (it evaluates the same policy)")
+    if config.domain_randomization:  # the task has a randomizer
+        envs.playground.domain_randomizer(config.env_id, "SACConfig")
     # The env kwargs and obs_keys exist, the evaluation env fits the training env.
     envs.check_config_envs(config)
     logger.check_loggers(config.loggers)
-    if config.domain_randomization:  # the task has a randomizer
-        envs.playground.domain_randomizer(config.env_id, "SACConfig")
     if config.num_env_runners:
         if backend != "gymnasium":
             raise ValueError(f"SACConfig.num_env_runners={config.num_env_runners} needs "

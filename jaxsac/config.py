@@ -140,10 +140,9 @@ class SACConfig:
     normalize_obs: bool = setting(False, ENV, STRUCTURAL, check=Bool())
     """Normalize observations with running mean/std statistics (saved with checkpoints)."""
     domain_randomization: bool = setting(False, ENV, STRUCTURAL, check=Bool())
-    """Each env steps its own physics model, drawn from the run's seed by the task's own
-    MuJoCo Playground randomizer (friction, masses, gains, ...) and kept for the run, as
-    Playground's training does; the models are part of the env states, so checkpoints
-    hold them. Playground tasks with a randomizer only (T1/G1/Go1 joystick, ...)."""
+    """Each env steps its own physics model, drawn from the seed by the task's Playground
+    randomizer (friction, masses, gains, ...) as Playground's training does, held in the
+    env states (so in checkpoints). Playground tasks with a randomizer only (T1/G1/Go1)."""
 
     gamma: float = setting(0.99, LEARNER, SWEEPABLE, check=Real(0.0, 1.0))
     """Discount γ."""
@@ -364,9 +363,8 @@ def settings_type(name: str, parts: tuple[str, ...], extra: tuple[str, ...] = ()
     the settings one piece of a run takes instead of the whole config. Hashable, so it
     can be a static argument or a cache key (as a tuple, it equals any tuple of the same
     values: key caches by the settings of one type)."""
-    for part in parts:
-        if part not in PARTS:
-            checks.fail("settings_type", "parts", parts, f"parts from {list(PARTS)}")
+    if not set(parts) <= set(PARTS):
+        checks.fail("settings_type", "parts", parts, f"parts from {list(PARTS)}")
     fields = [f for f in dataclasses.fields(SACConfig)
               if f.metadata["part"] in parts or f.name in extra]
     unknown = sorted(set(extra) - {f.name for f in dataclasses.fields(SACConfig)})
