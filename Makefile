@@ -42,9 +42,10 @@ test: $(ALL_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The learning tests with the reference's whole budgets of env steps (`make test` asks
-# the same bars earlier, in runs sized for CI).
+# the same bars earlier, in runs sized for CI), and the tests marked `long`, too long
+# for make test's budget.
 test-learning: $(ALL_STAMP)
-	$(PY) -m pytest -m learning --full-learning $(PYTEST_ARGS)
+	$(PY) -m pytest -m 'learning or long' --full-learning $(PYTEST_ARGS)
 
 # Side-by-side comparison with stable-baselines3, sbx and rejax (their own .venv-peers):
 # speed and returns, then the time each takes to solve Pendulum-v1, CartPole-v1 and

@@ -56,16 +56,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Without --full-learning, the learning runs marked `long_learning` are deselected
-    (`make test-learning` runs them; they would take `make test` past its budget). Then
+    """Without --full-learning, the tests marked `long` are deselected (`make
+    test-learning` runs them; they would take `make test` past its budget). Then
     the longest tests first, the other learning tests last: `--dist worksteal` gives
     each worker a contiguous share, so the first worker starts the longest tests at once
     and the others reach the rest of the learning tests after the quick ones."""
     if not config.getoption("--full-learning"):
-        long_runs = [item for item in items if item.get_closest_marker("long_learning")]
+        long_runs = [item for item in items if item.get_closest_marker("long")]
         if long_runs:
             config.hook.pytest_deselected(items=long_runs)
-            items[:] = [item for item in items if not item.get_closest_marker("long_learning")]
+            items[:] = [item for item in items if not item.get_closest_marker("long")]
 
     def rank(item: pytest.Item) -> int:
         if item.name in LONGEST_TESTS:

@@ -57,7 +57,7 @@ exploration noise every one of 5 seeds evaluates >= 90 from 20,000 env steps on,
 two sets of seeds."""
 
 
-@pytest.mark.long_learning  # 5 seeds x 50,000 env steps: make test-learning only
+@pytest.mark.long  # 5 seeds x 50,000 env steps: make test-learning only
 def test_tuned_mountain_car_five_seeds_vmapped_reach_the_goal():
     """Colored (pink) exploration noise: every seed's 10 deterministic episodes average
     >= 90 (white noise settles on doing nothing, about 0)."""
@@ -107,7 +107,7 @@ ACROBOT_STEPS = 50_000
 -100 between 15,000 and 35,000 env steps)."""
 
 
-@pytest.mark.long_learning  # 5 seeds x 50,000 env steps: make test-learning only
+@pytest.mark.long  # 5 seeds x 50,000 env steps: make test-learning only
 def test_tuned_acrobot_five_seeds_vmapped_reach_the_bar():
     config = jaxsac.tuned("Acrobot-v1")
     assert config.total_env_steps == ACROBOT_STEPS

@@ -150,7 +150,14 @@ def _check_lockstep(ours, theirs, terminates: bool, truncates_at: int | None):
     assert np.flatnonzero(truncated).tolist() == ([] if truncates_at is None else [truncates_at])
 
 
-@pytest.mark.parametrize("task", list(ROBOTS))
+LONG_LOCKSTEP = ("T1JoystickRoughTerrain", "G1JoystickFlatTerrain", "G1JoystickRoughTerrain")
+"""Lockstep tests only `make test-learning` runs (a minute or more each on 2 cores); the
+others cover each robot's family (a humanoid, a quadruped) in `make test`."""
+
+
+@pytest.mark.parametrize("task", [
+    pytest.param(task, marks=pytest.mark.long) if task in LONG_LOCKSTEP else task
+    for task in ROBOTS])
 def test_a_locomotion_task_steps_as_playground_does(offline, task):
     """Observations (the sorted dict entries, privileged_state then state), rewards and
     terminations equal Playground's own step's; a robot turned upside down is
