@@ -141,7 +141,7 @@ def test_env_kwargs_round_trip_through_json_and_the_command_line():
     assert hash(config) == hash(jaxsac.SACConfig(env_kwargs={"max_episode_steps": 50, "g": 9.0}))
     with pytest.raises(TypeError, match="read-only"):
         config.env_kwargs["g"] = 1.0
-    args = cli.parse(["--env-kwargs", '{"g": 9.0, "max_episode_steps": 50}',
-                      "--eval-env-kwargs", '{"g": 3.0}'])
+    args, _ = cli.parse(["--env-kwargs", '{"g": 9.0, "max_episode_steps": 50}',
+                         "--eval-env-kwargs", '{"g": 3.0}'])
     assert args.config.env_kwargs == {"g": 9.0, "max_episode_steps": 50}
     assert args.config.eval_env == ("Pendulum-v1", {"g": 3.0})

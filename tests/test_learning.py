@@ -36,6 +36,7 @@ def test_tuned_pendulum_on_the_gymnasium_backend_reaches_the_bar(learning_steps)
     assert result.metrics["eval_return"][-1] >= PENDULUM_BAR, result.metrics["eval_return"]
 
 
+@pytest.mark.long  # MuJoCo through gymnasium, about a CPU-minute: make test-learning only
 def test_inverted_pendulum_learns_beyond_random(learning_steps):
     """A second task, on the gymnasium backend (MuJoCo InvertedPendulum-v5, reward 1 per
     step balanced, at most 1,000). Uniform random actions balance about 10 steps (the
@@ -135,6 +136,7 @@ def cartpole_balance_small(total_env_steps: int) -> jaxsac.SACConfig:
         total_env_steps=total_env_steps, log_every=4_096, eval_episodes=10)
 
 
+@pytest.mark.long  # about 6.5 CPU-minutes: make test-learning only
 def test_playground_cartpole_balance_vmapped_seeds_balance(learning_steps):
     """Every seed's 10 deterministic episodes (1,000 steps each) average >= 850."""
     config = cartpole_balance_small(learning_steps(CARTPOLE_BALANCE_STEPS,

@@ -150,9 +150,10 @@ def _check_lockstep(ours, theirs, terminates: bool, truncates_at: int | None):
     assert np.flatnonzero(truncated).tolist() == ([] if truncates_at is None else [truncates_at])
 
 
-LONG_LOCKSTEP = ("T1JoystickRoughTerrain", "G1JoystickFlatTerrain", "G1JoystickRoughTerrain")
-"""Lockstep tests only `make test-learning` runs (a minute or more each on 2 cores); the
-others cover each robot's family (a humanoid, a quadruped) in `make test`."""
+LONG_LOCKSTEP = ("T1JoystickRoughTerrain", "G1JoystickFlatTerrain", "G1JoystickRoughTerrain",
+                 "Go1JoystickFlatTerrain")
+"""Lockstep tests only `make test-learning` runs (a minute or more each on 2 cores);
+`make test` steps the T1 humanoid on flat terrain."""
 
 
 @pytest.mark.parametrize("task", [
@@ -209,6 +210,7 @@ def test_domain_randomization_draws_playgrounds_models_per_env_reproducibly():
     assert not np.array_equal(other[0], ours[0])
 
 
+@pytest.mark.long  # about 3 CPU-minutes: make test-learning only
 def test_randomized_envs_step_as_brax_wrapper_steps_them():
     """Two envs, each reset with its key, step with their own models exactly as
     Playground's brax wrapper (BraxDomainRandomizationVmapWrapper) steps the same
