@@ -52,25 +52,20 @@ def check_learner_fields(c: Any) -> None:
 def _check_temperature(c: Any) -> None:
     if not (c.target_entropy == "auto" or checks.is_real(c.target_entropy)):
         checks.fail(OWNER, "target_entropy", c.target_entropy, '"auto" or a finite number')
-    if c.target_entropy_scale is not None:
-        if c.target_entropy != "auto":
-            checks.fail(OWNER, "target_entropy_scale", c.target_entropy_scale,
+    for name in ("target_entropy_scale", "target_entropy_ratio"):
+        if getattr(c, name) is not None and c.target_entropy != "auto":
+            checks.fail(OWNER, name, getattr(c, name),
                         f"None with an explicit target_entropy={c.target_entropy!r} (it "
                         'scales only target_entropy="auto")')
-        scale = c.target_entropy_scale
-        if not checks.is_real(scale) or not 0.0 < scale < 1.0:
-            checks.fail(OWNER, "target_entropy_scale", scale, "None or a number in (0, 1) "
-                        "(a fraction of the largest entropy, log|A|)")
-    if c.target_entropy_ratio is not None:
-        if c.target_entropy != "auto":
-            checks.fail(OWNER, "target_entropy_ratio", c.target_entropy_ratio,
-                        f"None with an explicit target_entropy={c.target_entropy!r} (it "
-                        'scales only target_entropy="auto")')
-        ratio = c.target_entropy_ratio
-        if not checks.is_real(ratio) or not ratio > -math.log(2.0):
-            checks.fail(OWNER, "target_entropy_ratio", ratio, "None or a finite number above "
-                        f"-log 2 = {-math.log(2.0):.6g} (the target entropy -ratio·|A| must "
-                        "stay below the largest a squashed policy has, |A| log 2)")
+    scale = c.target_entropy_scale
+    if scale is not None and (not checks.is_real(scale) or not 0.0 < scale < 1.0):
+        checks.fail(OWNER, "target_entropy_scale", scale, "None or a number in (0, 1) "
+                    "(a fraction of the largest entropy, log|A|)")
+    ratio = c.target_entropy_ratio
+    if ratio is not None and (not checks.is_real(ratio) or not ratio > -math.log(2.0)):
+        checks.fail(OWNER, "target_entropy_ratio", ratio, "None or a finite number above "
+                    f"-log 2 = {-math.log(2.0):.6g} (the target entropy -ratio·|A| must "
+                    "stay below the largest a squashed policy has, |A| log 2)")
 
 
 def _check_critic_family(c: Any) -> None:
