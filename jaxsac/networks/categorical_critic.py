@@ -16,12 +16,12 @@ Shapes: B batch, N critics, K atoms, |A| actions (Discrete).
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from jaxsac.networks.critics import QEnsemble
+from jaxsac.networks.critics import QEnsemble, network_apply, network_init
 
 TARGETS = ("c51", "hl_gauss")
 
@@ -78,12 +78,8 @@ class CategoricalCritic(NamedTuple):
         """The atoms z [K]."""
         return jnp.linspace(self.v_min, self.v_max, self.num_atoms, dtype=jnp.float32)
 
-    def init(self, key: jax.Array, obs: jax.Array, action: jax.Array | None = None) -> Any:
-        return self.network.init(key, obs, action)
-
-    def apply(self, params: Any, obs: jax.Array, action: jax.Array | None = None
-              ) -> jax.Array:
-        return self.network.apply(params, obs, action)
+    init = network_init
+    apply = network_apply
 
     def q_values(self, out: jax.Array) -> jax.Array:
         """Each critic's expected return [N, B(, |A|)]."""

@@ -129,6 +129,18 @@ def element_loss(kind: str, error: jax.Array) -> jax.Array:
     return 0.5 * jnp.square(error)
 
 
+def network_init(family: Any, key: jax.Array, obs: jax.Array,
+                 action: jax.Array | None = None) -> Any:
+    """`CriticFamily.init` of a family whose critics are its `network` (a QEnsemble)."""
+    return family.network.init(key, obs, action)
+
+
+def network_apply(family: Any, params: Any, obs: jax.Array,
+                  action: jax.Array | None = None) -> jax.Array:
+    """`CriticFamily.apply` of a family whose critics are its `network` (a QEnsemble)."""
+    return family.network.apply(params, obs, action)
+
+
 class EnsembleCritic(NamedTuple):
     """N Q-functions (`QEnsemble`): the value is min_i Q_i, the target
     y = r + d·E_π[min_i Q̄_i(s', a') − α log π(a'|s')], the loss mean_B w·Σ_i ℓ(Q_i − y)
@@ -137,12 +149,8 @@ class EnsembleCritic(NamedTuple):
     network: QEnsemble
     loss_kind: str = "mse"
 
-    def init(self, key: jax.Array, obs: jax.Array, action: jax.Array | None = None) -> Any:
-        return self.network.init(key, obs, action)
-
-    def apply(self, params: Any, obs: jax.Array, action: jax.Array | None = None
-              ) -> jax.Array:
-        return self.network.apply(params, obs, action)
+    init = network_init
+    apply = network_apply
 
     def q_values(self, out: jax.Array) -> jax.Array:
         return out

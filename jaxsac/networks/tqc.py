@@ -14,13 +14,13 @@ Shapes: B batch, N critics, M quantiles per critic, K kept target atoms.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from jaxsac.networks.critics import QEnsemble
+from jaxsac.networks.critics import QEnsemble, network_apply, network_init
 
 
 def quantile_fractions(num_quantiles: int) -> jax.Array:
@@ -62,12 +62,8 @@ class TQCCritic(NamedTuple):
     network: QEnsemble
     quantiles_to_drop_per_net: int = 2
 
-    def init(self, key: jax.Array, obs: jax.Array, action: jax.Array | None = None) -> Any:
-        return self.network.init(key, obs, action)
-
-    def apply(self, params: Any, obs: jax.Array, action: jax.Array | None = None
-              ) -> jax.Array:
-        return self.network.apply(params, obs, action)
+    init = network_init
+    apply = network_apply
 
     def q_values(self, out: jax.Array) -> jax.Array:
         """Each critic's mean quantile [N, B]."""
