@@ -151,13 +151,28 @@ class KeptProgram:
         self._compiled: dict[str, Any] = {}
 
     def __call__(self, *args: Any) -> Any:
-        if _programs_dir is None or self.description is None:
+        if not self._kept:
             return self.jitted(*args)
+        return self._executable(args)(*args)
+
+    def output_shapes(self, *args: Any) -> Any:
+        """The outputs' jax.ShapeDtypeStructs for `args`, nothing run or allocated: from
+        the executable (loaded or compiled once, as a call would) when it is kept, else
+        traced (`jax.eval_shape`, whose trace a later call reuses)."""
+        if not self._kept:
+            return jax.eval_shape(self.jitted, *args)
+        return self._executable(args).out_info
+
+    @property
+    def _kept(self) -> bool:
+        return _programs_dir is not None and self.description is not None
+
+    def _executable(self, args: tuple) -> Any:
         signature = _signature(args)
         compiled = self._compiled.get(signature)
         if compiled is None:
             compiled = self._compiled[signature] = self._load_or_compile(args, signature)
-        return compiled(*args)
+        return compiled
 
     def key(self, signature: str) -> str:
         parts = (_KEY_FORMAT, self.name, self.description, repr(self.devices),

@@ -119,6 +119,10 @@ class HostLoop:
         first_obs = jax.device_put(self.runner.raw_obs)
         return state.replace(runner=self.assembly.env_to_module.update(state.runner, first_obs))
 
+    def state_shapes(self, key: jax.Array) -> TrainState:
+        """`init(key)`'s ShapeDtypeStructs (nothing allocated)."""
+        return jax.eval_shape(lambda key: init_state(self.assembly, key), key)
+
     def block(self, phase: Phase, size: int) -> Callable:
         """Jitted (state, rows [size, E, packed_width]) -> (state, learner metrics [size]);
         the state is donated. The statistics in `state.runner` fold in the rows' next

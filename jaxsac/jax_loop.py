@@ -230,6 +230,11 @@ class JaxLoop:
     def init(self, keys: jax.Array) -> TrainState:
         return self._init(keys)
 
+    def state_shapes(self, keys: jax.Array) -> TrainState:
+        """`init(keys)`'s ShapeDtypeStructs (all seeds), from the initial-state program
+        itself (a fresh process with it kept traces nothing)."""
+        return self._init.output_shapes(keys)
+
     def run_chunk(self, state: TrainState, start: int, stop: int):
         """Log periods [start, stop) from `state`."""
         rows = []

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsac import checkpoint, checks, compilation, memory, runs, sharding, tuned
-from jaxsac.assembly import Assembly, TrainState, init_state, run_keys, validate
+from jaxsac.assembly import Assembly, TrainState, run_keys, validate
 from jaxsac.config import SACConfig
 from jaxsac.envs import EnvDataError, EnvFailureError
 from jaxsac.host_loop import HostLoop, host_runner, stack_rows
@@ -69,7 +69,7 @@ class Loop(Protocol):
     donates_state: run_chunk donates its input state to the device (it is unusable
         afterwards).
     env_restarts: envs rebuilt after a fault so far.
-    assembly: the run's pieces (what `train` measures the state's memory from).
+    assembly: the run's pieces.
     """
 
     donates_state: bool
@@ -77,6 +77,9 @@ class Loop(Protocol):
     assembly: Assembly
 
     def init(self, keys: jax.Array) -> TrainState: ...
+
+    def state_shapes(self, keys: jax.Array) -> TrainState:
+        """`init(keys)`'s jax.ShapeDtypeStructs, nothing allocated."""
 
     def run_chunk(self, state: TrainState, start: int, stop: int
                   ) -> tuple[TrainState, dict[str, Any]]: ...
@@ -164,10 +167,8 @@ def check_state_fits(loop: Loop, keys: jax.Array, num_seeds: int) -> None:
     assembly = loop.assembly
     measured = _STATE_BYTES.setdefault(loop, {})
     if num_seeds not in measured:
-        one_seed = jax.eval_shape(lambda key: init_state(assembly, key),
-                                  keys[0] if num_seeds > 1 else keys)
-        measured[num_seeds] = (memory.tree_bytes(one_seed) * num_seeds,
-                               memory.tree_bytes(one_seed.buffer) * num_seeds)
+        shapes = loop.state_shapes(keys)
+        measured[num_seeds] = (memory.tree_bytes(shapes), memory.tree_bytes(shapes.buffer))
     total, buffer = measured[num_seeds]
     config = assembly.module_config
     devices = (list(assembly.placement.mesh.devices.flat) if assembly.placement is not None

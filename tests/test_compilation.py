@@ -105,6 +105,27 @@ def test_a_kept_program_is_stored_once_then_loaded_without_tracing(store):
         jax.tree.map(np.testing.assert_array_equal, got, expected)
 
 
+def _shapes(tree) -> list:
+    return [(leaf.shape, leaf.dtype) for leaf in jax.tree.leaves(tree)]
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_kept_programs_output_shapes_are_its_traced_ones(monkeypatch, tmp_path, kept):
+    """output_shapes: the executable's own output types when kept (a second process's
+    object loads it and traces nothing), `jax.eval_shape` without the store; either way
+    jax.eval_shape of the function is the reference, and a later call compiles nothing
+    more."""
+    monkeypatch.setattr(compilation, "_programs_dir", tmp_path if kept else None)
+    x, scale = jnp.ones((3, 4)), jnp.float32(2.0)
+    expected = _shapes(jax.eval_shape(counted([]), x, scale))
+    compilation.KeptProgram(jax.jit(counted([])), "f", "shapes", DEVICES)(x, scale)
+    traces = []
+    program = compilation.KeptProgram(jax.jit(counted(traces)), "f", "shapes", DEVICES)
+    assert _shapes(program.output_shapes(x, scale)) == expected
+    program(x, scale)
+    assert len(traces) == (0 if kept else 1)
+
+
 def test_another_description_or_argument_type_compiles_anew(store):
     traces = []
     x = jnp.ones((3, 4))

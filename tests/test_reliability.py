@@ -18,7 +18,7 @@ import pytest
 from gymnasium.wrappers.utils import RunningMeanStd
 
 import jaxsac
-from jaxsac import checkpoint, memory
+from jaxsac import checkpoint, compilation, jax_loop, memory
 from jaxsac.envs import EnvDataError, EnvFailureError
 from jaxsac.replay.state import FAILED, NOT_A_START, RESET, TERMINATED, TRUNCATED
 from jaxsac.runners import GymRunner
@@ -386,19 +386,23 @@ def test_observation_statistics_take_in_only_real_observations():
     np.testing.assert_allclose(stats.var, reference.var, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("backend", ["jax", "gymnasium"])
-def test_a_state_too_large_for_memory_is_refused_before_anything_is_allocated(monkeypatch,
-                                                                              backend):
+@pytest.mark.parametrize("backend, kept", [("jax", False), ("jax", True), ("gymnasium", False)])
+def test_a_state_too_large_for_memory_is_refused_before_anything_is_allocated(
+        monkeypatch, tmp_path, backend, kept):
     """1 GiB free against a buffer of 10^8 Pendulum steps: 21 bytes each (obs 3 and
     action 1 float32, reward float32, flags uint8), 1.96 GiB. The run stops at once with
-    both figures instead of asking the device for them."""
+    both figures instead of asking the device for them; `kept`: the compiled-program
+    store on (the shapes come from the initial-state program's executable)."""
     monkeypatch.setattr(memory, "_host_bytes_available", lambda: 2**30)
+    monkeypatch.setattr(compilation, "_programs_dir", tmp_path if kept else None)
+    jax_loop._cached_jax_loop.cache_clear()  # a loop kept from another test is measured
     config = jaxsac.SACConfig(**{**TINY, "buffer_capacity": 100_000_000, "backend": backend})
     with pytest.raises(MemoryError, match=r"train: the run's state needs 1\.96 GiB \(1\.96 GiB "
                                           r"of it the replay buffer of buffer_capacity="
                                           r"100000000 env steps, for 1 seed\(s\)\), more than "
                                           r"the 1\.00 GiB free on cpu .*lower buffer_capacity"):
         jaxsac.train(config, progress=False)
+    assert any(tmp_path.iterdir()) == kept  # the kept initial-state program, compiled only
 
 
 def _kill_a_worker(runner: GymRunner) -> None:
