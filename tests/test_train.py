@@ -332,10 +332,10 @@ class WeakAfterStep:
 def test_a_state_that_comes_back_weakly_typed_does_not_compile_the_period_again(
         monkeypatch):
     """The period program returns the state with the types it took (the env's weakly
-    typed leaf made strong, its value unchanged), so every period shares one trace, and
-    the run equals make_train's, one program whose scan carries the state."""
+    typed leaf made strong, its value unchanged), so every period shares one trace."""
+    monkeypatch.setitem(jaxsac.envs.JAX_ENVS, "jaxsac_test/WeakAfterStep-v0", (WeakAfterStep, 7))
     jaxsac.envs.register_jax_env("jaxsac_test/WeakAfterStep-v0", WeakAfterStep,
-                                 max_episode_steps=7)
+                                 max_episode_steps=7)  # and gone after the test
     config = jaxsac.SACConfig(env_id="jaxsac_test/WeakAfterStep-v0", **TINY)
     traces = []
     original = jaxsac.jax_loop.run_period
@@ -346,9 +346,6 @@ def test_a_state_that_comes_back_weakly_typed_does_not_compile_the_period_again(
     env_state = result.state.runner.env_state.env_state
     assert not jax.typeof(env_state.env_state.alive).weak_type
     np.testing.assert_array_equal(env_state.env_state.alive, env_state.elapsed_steps > 0)
-    state, metrics = jax.jit(make_train(config))(jax.random.key(config.seed))
-    assert leaves_equal(state.learner, result.state.learner)
-    np.testing.assert_array_equal(metrics["eval_return"], result.metrics["eval_return"])
 
 
 SMALL_HELPERS = {"convert_element_type", "stage", "_threefry_seed"}
