@@ -224,8 +224,8 @@ class JaxLoop:
 
     def _one_period(self, state: TrainState, period: jax.Array):
         pinned = state.replace(learner=state.learner.replace(hparams=self._hparams))
-        state, row = run_period(self.assembly, pinned, period)
-        return state, jax.tree.map(lambda x: x[None], row)
+        new_state, row = run_period(self.assembly, pinned, period)
+        return with_strong_types_of(new_state, state), jax.tree.map(lambda x: x[None], row)
 
     def init(self, keys: jax.Array) -> TrainState:
         return self._init(keys)
@@ -242,6 +242,19 @@ class JaxLoop:
             state, row = self._period(state, jnp.asarray(period, jnp.int32))
             rows.append(row)
         return state, jax.tree.map(lambda *xs: jnp.concatenate(xs), *rows)
+
+
+def with_strong_types_of(new: Any, old: Any) -> Any:
+    """`new` with each leaf that is weakly typed where `old`'s is not converted to its
+    (same) dtype, strongly typed; the values are unchanged. So the period program returns
+    the state with the types it took, and the next period's call reuses it: a MuJoCo
+    Playground humanoid's step returns weakly typed reward metrics in its state where its
+    reset returned strong ones, which compiled the period program a second time."""
+    def strong(new_leaf: jax.Array, old_leaf: jax.Array) -> jax.Array:
+        if jax.typeof(new_leaf).weak_type and not jax.typeof(old_leaf).weak_type:
+            return jax.lax.convert_element_type(new_leaf, new_leaf.dtype)
+        return new_leaf
+    return jax.tree.map(strong, new, old)
 
 
 def kept_jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh) -> JaxLoop:

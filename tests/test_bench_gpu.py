@@ -1,5 +1,7 @@
 """experiments/benchmarks/bench_gpu.py: its smallest setting runs in-process and its
-outputs agree with what the configs imply; the GPU sizes are valid configs."""
+outputs agree with what the configs imply; the GPU sizes are valid configs. (The
+humanoid's section, whose compile alone takes minutes on a CPU, has its own tests in
+tests/test_bench_gpu_locomotion.py; the runs here select the other sections.)"""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ def smallest(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench_gpu")
     paths = out / "gpu.json", out / "gpu.md"
     result = bench_gpu.run_all(bench_gpu.SMALLEST, out_json=str(paths[0]), out_md=str(paths[1]),
-                               sizes_name="smallest", log=lambda *_: None)
+                               sizes_name="smallest", log=lambda *_: None,
+                               sections=bench_gpu.THROUGHPUT_SECTIONS)
     return result, json.loads(paths[0].read_text()), paths[1].read_text()
 
 
@@ -27,8 +30,11 @@ def _positive(x) -> bool:
 
 def test_every_section_is_written(smallest):
     result, written, md = smallest
-    assert set(written["sections"]) == {"updates", "envs", "seeds", "playground", "brax"}
+    assert set(written["sections"]) == set(bench_gpu.SECTIONS)
+    assert written["selected_sections"] == list(bench_gpu.THROUGHPUT_SECTIONS)
     assert written["sections"]["brax"] == [] and "jaxsac and brax's SAC side by side" in md
+    assert written["sections"]["locomotion"] is None
+    assert "## A humanoid's return against wall-clock seconds" in md
     assert written["sections"]["updates"] is not None
     assert [r["num_envs"] for r in written["sections"]["envs"]] == [
         e for e, _ in bench_gpu.SMALLEST.env_runs]
@@ -96,6 +102,7 @@ def test_sizes_are_valid_configs(sizes):
     configs += [(bench_gpu.playground_config(sizes.playground_task, e, i,
                                              sizes.learning_starts), 8)
                 for e, i in sizes.playground_runs]
+    configs += [(bench_gpu.locomotion_config(sizes.locomotion), 8)]  # the recipe's 8
     for config, per_iteration in configs:
         assert round(config.utd_ratio * config.num_envs) == per_iteration
         assert config.buffer_capacity % config.num_envs == 0
@@ -111,7 +118,8 @@ def test_budget_skips_and_still_writes(tmp_path):
     result = bench_gpu.run_all(bench_gpu.SMALLEST, budget_s=-1.0, out_json=str(path),
                                log=lambda *_: None)
     assert result["skipped"] == ["updates", "envs=1", "seeds=2",
-                                 "playground CartpoleBalance envs=16"]
+                                 "playground CartpoleBalance envs=16",
+                                 "locomotion playground/T1JoystickFlatTerrain-cpu"]
     assert json.loads(path.read_text())["skipped"] == result["skipped"]
     assert "Skipped (time budget)" in bench_gpu.markdown(result)
 
@@ -120,13 +128,15 @@ def test_keep_going_records_failures(monkeypatch, tmp_path):
     def fail(*args, **kwargs):
         raise RuntimeError("out of memory")
 
-    for name in ("bench_updates", "bench_envs", "bench_seeds", "bench_playground"):
+    for name in ("bench_updates", "bench_envs", "bench_seeds", "bench_playground",
+                 "bench_locomotion"):
         monkeypatch.setattr(bench_gpu, name, fail)
     path = tmp_path / "gpu.json"
     result = bench_gpu.run_all(bench_gpu.SMALLEST, out_json=str(path), log=lambda *_: None,
                                keep_going=True)
     assert set(result["errors"]) == {"updates", "envs=1", "seeds=2",
-                                     "playground CartpoleBalance envs=16"}
+                                     "playground CartpoleBalance envs=16",
+                                     "locomotion playground/T1JoystickFlatTerrain-cpu"}
     assert json.loads(path.read_text())["errors"]["envs=1"] == "RuntimeError: out of memory"
     assert "Failed: seeds=2" in bench_gpu.markdown(result)
     with pytest.raises(RuntimeError):
@@ -151,3 +161,29 @@ def test_brax_section_runs_both_libraries_on_the_same_settings():
         assert "--critic-layer-norm" in flags and "--normalize-obs" in flags
     assert commands["brax"][0].endswith(".venv-peers/bin/python")
     assert bench_gpu.SMALLEST.peer_run is None
+
+
+def test_sections_are_selected_by_name(tmp_path):
+    """Only the selected sections run, in SECTIONS' order; an unknown name is refused
+    before anything runs."""
+    result = bench_gpu.run_all(bench_gpu.SMALLEST, budget_s=-1.0, log=lambda *_: None,
+                               sections=("seeds", "updates"))
+    assert result["skipped"] == ["updates", "seeds=2"]
+    assert result["selected_sections"] == ["seeds", "updates"]
+    for bad in (("update",), ()):
+        with pytest.raises(ValueError, match=r"run_all: sections=.* is invalid: must be a "
+                           r"non-empty selection of \['updates', 'envs', 'seeds', "
+                           r"'playground', 'brax', 'locomotion'\]"):
+            bench_gpu.run_all(bench_gpu.SMALLEST, log=lambda *_: None, sections=bad)
+    with pytest.raises(SystemExit):
+        bench_gpu.main(["--smallest", "--sections", "humanoid"])
+
+
+def test_a_selection_writes_files_named_after_it():
+    assert bench_gpu.default_outputs(bench_gpu.SECTIONS) == bench_gpu.DEFAULT_OUT
+    assert bench_gpu.default_outputs(tuple(reversed(bench_gpu.SECTIONS))) == \
+        bench_gpu.DEFAULT_OUT
+    assert bench_gpu.default_outputs(("locomotion",)) == (
+        "docs/benchmarks/gpu_locomotion.json", "docs/benchmarks/gpu_locomotion.md")
+    assert bench_gpu.default_outputs(("seeds", "updates"))[0] == \
+        "docs/benchmarks/gpu_updates_seeds.json"

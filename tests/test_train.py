@@ -10,10 +10,12 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
+import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import struct
 
 import jaxsac
 from jaxsac.assembly import assemble, init_state
@@ -301,6 +303,49 @@ def compiled_programs(run: Callable[[], Any]) -> list[str]:
     finally:
         logger.removeHandler(handler)
     return names
+
+
+@struct.dataclass
+class AliveState:
+    x: jax.Array
+    alive: jax.Array  # [] float32: 0 strongly typed after a reset, 1 weakly after a step
+
+
+class WeakAfterStep:
+    """x' = clip(x + a, -1, 1), reward -x'^2; its state's `alive` is a strongly typed
+    float32 after a reset and a weakly typed one after a step, as a MuJoCo Playground
+    humanoid's reward metrics are."""
+
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gymnasium.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def reset(self, key):
+        x = jax.random.uniform(key, (1,), jnp.float32, -1.0, 1.0)
+        return AliveState(x, jnp.zeros((), jnp.float32)), x
+
+    def step(self, state, action, key):
+        x = jnp.clip(state.x + action, -1.0, 1.0)
+        return (AliveState(x, jnp.asarray(1.0)), x, -x[0] ** 2, jnp.bool_(False),
+                jnp.bool_(False))
+
+
+def test_a_state_that_comes_back_weakly_typed_does_not_compile_the_period_again(
+        monkeypatch):
+    """The period program returns the state with the types it took (the env's weakly
+    typed leaf made strong, its value unchanged), so every period shares one trace."""
+    monkeypatch.setitem(jaxsac.envs.JAX_ENVS, "jaxsac_test/WeakAfterStep-v0", (WeakAfterStep, 7))
+    jaxsac.envs.register_jax_env("jaxsac_test/WeakAfterStep-v0", WeakAfterStep,
+                                 max_episode_steps=7)  # and gone after the test
+    config = jaxsac.SACConfig(env_id="jaxsac_test/WeakAfterStep-v0", **TINY)
+    traces = []
+    original = jaxsac.jax_loop.run_period
+    monkeypatch.setattr(jaxsac.jax_loop, "run_period",
+                        lambda *args: traces.append(1) or original(*args))
+    result = train(config, progress=False)
+    assert len(traces) == 1 and result.metrics["env_steps"].tolist() == [200, 400, 600]
+    env_state = result.state.runner.env_state.env_state
+    assert not jax.typeof(env_state.env_state.alive).weak_type
+    np.testing.assert_array_equal(env_state.env_state.alive, env_state.elapsed_steps > 0)
 
 
 SMALL_HELPERS = {"convert_element_type", "stage", "_threefry_seed"}

@@ -1,10 +1,10 @@
 """jaxsac's throughput on an accelerator (or the CPU): learner updates/s, training env
-steps/s by env count, vmapped seeds and a MuJoCo Playground task; one JSON and one
-Markdown table.
+steps/s by env count, vmapped seeds and a MuJoCo Playground task, and a humanoid's
+return against wall-clock seconds; one JSON and one Markdown table.
 
     .venv/bin/python -m experiments.benchmarks.bench_gpu [--smallest] [--plain]
         [--out-json docs/benchmarks/gpu.json] [--out-md docs/benchmarks/gpu.md]
-        [--budget-s SECONDS]
+        [--budget-s SECONDS] [--sections NAME ...]
 
 It imports only jaxsac's public API (and jax, numpy, and the benchmarks' harness.py), so
 it also runs as a plain script next to a copy of the package and of harness.py
@@ -32,6 +32,26 @@ Sections, each a function returning rows of plain numbers:
 5. `bench_brax` (default sizes only): jaxsac and brax's SAC on that task, one run each,
    through the peer comparisons' runners (experiments/benchmarks/peer_tasks.py; brax
    from .venv-peers, made by setup_peers.sh), on the same JAX backend.
+6. `bench_locomotion`: the FastSAC / FastTD3 recipe (jaxsac/tuned/playground/
+   T1JoystickFlatTerrain.json; its "-cpu" entry at the smallest size) trained through
+   `jaxsac.train` until a log period ends at or past a budget of training seconds: the
+   deterministic evaluation return of each log period against wall-clock seconds and
+   env steps, with JAX's tracing, lowering and compiling (its monitoring events) counted
+   apart, beside FastTD3's published curve for the task (an NVIDIA A100 figure, not
+   measured here). brax's SAC is not run beside it: brax 0.14.2's
+   `brax.training.agents.sac.train` raises NotImplementedError for a dict observation,
+   and the humanoids' is one ("state", "privileged_state"); the record says so,
+   checked at run time (`brax_sac_refusal`).
+
+`--sections` picks sections by name (`SECTIONS`: updates, envs, seeds, playground,
+brax, locomotion; all by default). The locomotion section alone is sized for one call
+of a 15-minute device budget, a fresh machine's start and the humanoid's compile
+included (an estimate: it has not run on a GPU yet):
+
+    .venv/bin/python -m experiments.benchmarks.bench_gpu --sections locomotion
+
+(writes docs/benchmarks/gpu_locomotion.json and .md: a selection of sections writes
+files named after it, never the whole script's gpu.json and gpu.md).
 
 The default (GPU) sizes make every timed call last about 3 s or more on an NVIDIA H200
 (0.09 ms per bare update, about 0.15 ms per gradient step in training with one seed),
@@ -75,6 +95,21 @@ EVAL_EPISODES = 2
 DEFAULT_OUT = (os.path.join("docs", "benchmarks", "gpu.json"),
                os.path.join("docs", "benchmarks", "gpu.md"))
 PLAYGROUND_BUFFER = 1_048_576  # replay capacity of the Playground runs (env steps)
+SECTIONS = ("updates", "envs", "seeds", "playground", "brax", "locomotion")
+"""The sections by name, in the order they run; `--sections` (run_all's `sections`)
+picks some."""
+THROUGHPUT_SECTIONS = SECTIONS[:-1]
+"""The sections but the humanoid's (whose compile alone takes minutes on a CPU)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LocomotionRun:
+    """Section 6: a tuned example trained until a log period ends at or past a budget."""
+
+    tuned_id: str  # the recipe's tuned example
+    log_every: int  # env steps per log period (each ends with an evaluation)
+    budget_s: float  # training seconds (compilation apart) after which no period starts
+    total_env_steps: int  # the run's end when the budget lasts longer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +124,7 @@ class Sizes:
     playground_task: str  # section 4: a MuJoCo Playground task, its tuned example
     playground_runs: tuple[tuple[int, int], ...]  # (num_envs, iterations) of section 4
     peer_run: tuple[int, int, int] | None  # section 5: (num_envs, mark_every, marks)
+    locomotion: LocomotionRun  # section 6
 
 
 # Sized from the rates of an earlier H200 run with shorter sizes (1,000 updates; 3,000
@@ -101,11 +137,18 @@ GPU = Sizes(updates=36_000, repeats=3,
             grad_steps_per_iteration=8, seed_runs=((1, 3_000), (8, 2_000), (64, 600)),
             seed_num_envs=8, learning_starts=256,
             playground_task="CheetahRun", playground_runs=((128, 2_000), (1024, 1_000)),
-            peer_run=(128, 8_192, 11))
+            peer_run=(128, 8_192, 11),
+            # 200 iterations of 1,024 envs per log period; 300 s of training, the humanoid's
+            # compile and a fresh machine's start sized for a 15-minute device budget.
+            locomotion=LocomotionRun("playground/T1JoystickFlatTerrain", log_every=204_800,
+                                     budget_s=300.0, total_env_steps=102_400_000))
 SMALLEST = Sizes(updates=20, repeats=3, env_runs=((1, 320),), grad_steps_per_iteration=8,
                  seed_runs=((2, 40),), seed_num_envs=8, learning_starts=256,
                  playground_task="CartpoleBalance", playground_runs=((16, 40),),
-                 peer_run=None)
+                 peer_run=None,
+                 locomotion=LocomotionRun("playground/T1JoystickFlatTerrain-cpu",
+                                          log_every=128, budget_s=3_600.0,
+                                          total_env_steps=384))
 TIMED_RUNS = 2  # timed runs of each training program, each with its own key
 
 
@@ -298,6 +341,93 @@ def bench_brax(task: str, num_envs: int, mark_every: int, marks: int) -> list[di
     return rows
 
 
+# --- section 6: a humanoid's return against wall-clock seconds ----------------------------
+
+FASTTD3_PUBLISHED = {
+    "T1JoystickFlatTerrain": {
+        "source": "FastTD3 (Seo et al. 2025), github.com/younggyoseo/FastTD3, "
+                  "data/playground_result.json (its README: one NVIDIA A100 80GB per run)",
+        "device": "NVIDIA A100 80GB",
+        # (wall-clock seconds, env steps, evaluation return), as published
+        "points": [(336.4, 5_120_000, 17.50), (672.8, 10_240_000, 23.36),
+                   (1009.2, 15_360_000, 29.22), (1345.6, 20_480_000, 32.47),
+                   (1682.0, 25_600_000, 33.60), (2018.4, 30_720_000, 34.10),
+                   (2354.8, 35_840_000, 34.49), (2691.2, 40_960_000, 34.65),
+                   (3027.5, 46_080_000, 34.80)],
+    },
+}
+"""FastTD3's published learning curves (A100 figures, not measured here) by task."""
+
+COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
+                  "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                  "/jax/core/compile/backend_compile_duration")
+_COMPILE_SECONDS = [0.0]
+"""Seconds JAX spent tracing, lowering and compiling in this process (COMPILE_EVENTS)."""
+
+
+def _count_compile(event: str, duration: float, **kwargs: Any) -> None:
+    if event in COMPILE_EVENTS:
+        _COMPILE_SECONDS[0] += duration
+
+
+jax.monitoring.register_event_duration_secs_listener(_count_compile)
+
+
+def locomotion_config(run: LocomotionRun) -> jaxsac.SACConfig:
+    """The tuned example of `run` with its log period and length."""
+    return jaxsac.tuned(run.tuned_id, log_every=run.log_every,
+                        total_env_steps=run.total_env_steps)
+
+
+def brax_sac_refusal(env_id: str) -> str | None:
+    """Why brax's SAC cannot train the Playground task `env_id`, or None when its
+    observation is an array (brax.training.agents.sac.train raises NotImplementedError
+    for a dict observation)."""
+    size = jaxsac.envs.make(env_id).unwrapped.env.observation_size
+    if not isinstance(size, dict):
+        return None
+    return (f"brax.training.agents.sac.train raises NotImplementedError ('Dictionary "
+            f"observations not implemented in SAC') for {env_id}'s dict observation "
+            f"({', '.join(f'{k}: {v}' for k, v in sorted(size.items()))})")
+
+
+def bench_locomotion(run: LocomotionRun) -> dict[str, Any]:
+    """Section 6: one seed of `run`'s tuned example through `jaxsac.train`, stopped after
+    the first log period that ends at or past `run.budget_s` training seconds (wall-clock
+    seconds since the call less the tracing, lowering and compiling in them), else at
+    its total_env_steps. A point per log period: its wall-clock and training seconds,
+    compile seconds so far, env and gradient steps, deterministic evaluation return."""
+    config = locomotion_config(run)
+    task = config.env_id.removeprefix("playground/")
+    points: list[dict[str, Any]] = []
+    compile_start, start = _COMPILE_SECONDS[0], time.perf_counter()
+
+    def after_period(row: dict[str, Any], state: Any) -> bool:
+        wall_s = time.perf_counter() - start  # the row is on the host: the period is done
+        compile_s = _COMPILE_SECONDS[0] - compile_start
+        points.append({"wall_s": wall_s, "compile_s": compile_s, "train_s": wall_s - compile_s,
+                       "env_steps": int(row["env_steps"]), "grad_steps": int(row["grad_steps"]),
+                       "eval_return": float(row["eval_return"])})
+        return wall_s - compile_s >= run.budget_s
+
+    jaxsac.train(config, progress=False, callback=after_period)
+    last = points[-1]
+    published = FASTTD3_PUBLISHED.get(task)
+    return {"tuned_id": run.tuned_id, "env_id": config.env_id, "budget_s": run.budget_s,
+            "config": config.to_dict(), "points": points,
+            "stopped_by": "budget" if last["train_s"] >= run.budget_s else "total_env_steps",
+            "compile_s": last["compile_s"], "train_s": last["train_s"],
+            "env_steps": last["env_steps"], "final_return": last["eval_return"],
+            "env_steps_per_s": last["env_steps"] / last["train_s"],
+            "published": None if published is None else {
+                **published, "points": [dict(zip(("wall_s", "env_steps", "eval_return"), p,
+                                                 strict=True)) for p in published["points"]]},
+            "brax": {"library": "brax", "run": False,
+                     "reason": brax_sac_refusal(config.env_id)
+                     or "brax's SAC accepts this task's observation; this section does not "
+                        "run it (yet)"}}
+
+
 # --- report -------------------------------------------------------------------------------
 
 
@@ -384,12 +514,45 @@ def markdown(result: dict[str, Any]) -> str:
               n(r["final_return"], 1)] for r in peer_rows], "lrrrrr")
     else:
         lines += ["(not run)"]
-    lines += [""]
+    lines += ["", *locomotion_markdown(sections.get("locomotion")), ""]
     for name, error in result["errors"].items():
         lines += [f"Failed: {name}: `{error.splitlines()[0][:300]}`", ""]
     if result["skipped"]:
         lines += ["Skipped (time budget): " + ", ".join(result["skipped"]) + ".", ""]
     return "\n".join(lines)
+
+
+def locomotion_markdown(r: dict[str, Any] | None) -> list[str]:
+    """Section 6's heading, its points and the published curve beside them."""
+    lines = ["## A humanoid's return against wall-clock seconds (one seed, `jaxsac.train`)", ""]
+    if not r:
+        return [*lines, "(not run)"]
+    c, n = r["config"], harness.number
+    lines += [f"`{r['tuned_id']}` (`{r['env_id']}`: {c['num_envs']:,} envs, "
+              f"{round(c['utd_ratio'] * c['num_envs'])} gradient steps of batch "
+              f"{c['batch_size']:,} per iteration, the actor every "
+              f"{c['policy_update_every']}, {c['critic']} critic, γ {c['gamma']}, domain "
+              f"randomization {'on' if c['domain_randomization'] else 'off'}); a log period "
+              f"of {c['log_every']:,} env steps ends with {c['eval_episodes']} deterministic "
+              f"episodes. Stopped by {r['stopped_by'].replace('_', ' ')} (budget "
+              f"{r['budget_s']:,.0f} training seconds). Tracing, lowering and compiling: "
+              f"{r['compile_s']:.1f} s, apart from the training seconds; "
+              f"{n(r['env_steps_per_s'], 0)} env steps per training second.", ""]
+    lines += harness.markdown_table(
+        ["wall-clock s", "compile s", "training s", "env steps", "grad steps", "eval return"],
+        [[f"{p['wall_s']:.1f}", f"{p['compile_s']:.1f}", f"{p['train_s']:.1f}",
+          f"{p['env_steps']:,}", f"{p['grad_steps']:,}", n(p["eval_return"], 2)]
+         for p in r["points"]], "rrrrrr")
+    published = r["published"]
+    if published:
+        lines += ["", f"Published, not measured here ({published['device']}): "
+                  f"{published['source']}.", ""]
+        lines += harness.markdown_table(
+            ["wall-clock s", "env steps", "eval return"],
+            [[f"{p['wall_s']:,.0f}", f"{p['env_steps']:,}", n(p["eval_return"], 2)]
+             for p in published["points"]], "rrr")
+    lines += ["", f"brax's SAC: not run: {r['brax']['reason']}."]
+    return lines
 
 
 def write(result: dict[str, Any], out_json: str | None, out_md: str | None) -> None:
@@ -399,10 +562,14 @@ def write(result: dict[str, Any], out_json: str | None, out_md: str | None) -> N
 def run_all(sizes: Sizes, *, plain: bool = False, budget_s: float | None = None,
             out_json: str | None = None, out_md: str | None = None,
             sizes_name: str = "", command: str = "", log=print,
-            keep_going: bool = False) -> dict[str, Any]:
-    """Every section's measurements in order, the outputs rewritten after each one.
-    keep_going: a measurement that raises is recorded under "errors" and the rest still
-    run (else the exception propagates)."""
+            keep_going: bool = False, sections: tuple[str, ...] = SECTIONS) -> dict[str, Any]:
+    """The measurements of `sections` (names from SECTIONS) in order, the outputs
+    rewritten after each one. keep_going: a measurement that raises is recorded under
+    "errors" and the rest still run (else the exception propagates)."""
+    unknown = [name for name in sections if name not in SECTIONS]
+    if unknown or not sections:
+        raise ValueError(f"run_all: sections={sections!r} is invalid: must be a non-empty "
+                         f"selection of {list(SECTIONS)}")
     start = time.perf_counter()
     result: dict[str, Any] = {
         "environment": environment(), "sizes_name": sizes_name,
@@ -410,7 +577,9 @@ def run_all(sizes: Sizes, *, plain: bool = False, budget_s: float | None = None,
         "config_name": "plain (uniform replay, n-step 1)" if plain
         else "tuned Pendulum-v1 (prioritized replay, n-step 2–4)",
         "command": command,
-        "sections": {"updates": None, "envs": [], "seeds": [], "playground": [], "brax": []},
+        "sections": {"updates": None, "envs": [], "seeds": [], "playground": [], "brax": [],
+                     "locomotion": None},
+        "selected_sections": list(sections),
         "skipped": [], "errors": {}}
     log(f"device: {result['environment']['device_kind']}, jax {jax.__version__}")
     common = dict(plain=plain, learning_starts=sizes.learning_starts)
@@ -427,7 +596,9 @@ def run_all(sizes: Sizes, *, plain: bool = False, budget_s: float | None = None,
     if sizes.peer_run is not None:
         jobs += [("brax", f"brax {sizes.playground_task} envs={sizes.peer_run[0]}",
                   lambda: bench_brax(sizes.playground_task, *sizes.peer_run))]
-    for section, name, job in jobs:
+    jobs += [("locomotion", f"locomotion {sizes.locomotion.tuned_id}",
+              lambda: bench_locomotion(sizes.locomotion))]
+    for section, name, job in [job for job in jobs if job[0] in sections]:
         elapsed = time.perf_counter() - start
         if budget_s is not None and elapsed > budget_s:
             result["skipped"].append(name)
@@ -446,6 +617,11 @@ def run_all(sizes: Sizes, *, plain: bool = False, budget_s: float | None = None,
             result["sections"]["brax"] = row
             log(f"[{time.perf_counter() - start:6.1f} s] {name}: " + ", ".join(
                 f"{r['library']} {r['env_steps_per_s']:,.0f} env steps/s" for r in row))
+        elif section == "locomotion":
+            result["sections"]["locomotion"] = row
+            log(f"[{time.perf_counter() - start:6.1f} s] {name}: return {row['final_return']:.2f}"
+                f" after {row['env_steps']:,} env steps, {row['train_s']:.1f} training s "
+                f"(compile {row['compile_s']:.1f} s)")
         elif section == "updates":
             result["sections"]["updates"] = row
             log(f"[{time.perf_counter() - start:6.1f} s] {name}: {row['updates_per_s']:,.0f} "
@@ -462,6 +638,18 @@ def run_all(sizes: Sizes, *, plain: bool = False, budget_s: float | None = None,
     return result
 
 
+def default_outputs(sections: tuple[str, ...]) -> tuple[str, str]:
+    """The JSON and markdown a run of `sections` writes by default: DEFAULT_OUT for
+    every section, else files named after the selection (gpu_locomotion.json for
+    the locomotion section alone), so that a selection never overwrites the record of
+    the whole script."""
+    if set(sections) == set(SECTIONS):
+        return DEFAULT_OUT
+    stem = os.path.join("docs", "benchmarks", "gpu_" + "_".join(
+        name for name in SECTIONS if name in sections))
+    return stem + ".json", stem + ".md"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smallest", action="store_true",
@@ -471,18 +659,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget-s", type=float, default=None,
                         help="skip measurements that would start after this many seconds")
     parser.add_argument("--out-json", default=None,
-                        help=f"default: {DEFAULT_OUT[0]} (with --smallest: none, printed only)")
+                        help=f"default: {DEFAULT_OUT[0]}, gpu_<section>_....json for a "
+                        "selection of sections (with --smallest: none, printed only)")
     parser.add_argument("--out-md", default=None,
-                        help=f"default: {DEFAULT_OUT[1]} (with --smallest: none, printed only)")
+                        help=f"default: {DEFAULT_OUT[1]}, gpu_<section>_....md for a "
+                        "selection of sections (with --smallest: none, printed only)")
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
+                        metavar="NAME", help="the sections to run, by name: "
+                        + ", ".join(SECTIONS) + " (default: all)")
     args = parser.parse_args(argv)
     if not args.smallest:  # a smoke run never overwrites the recorded figures by default
-        args.out_json = args.out_json or DEFAULT_OUT[0]
-        args.out_md = args.out_md or DEFAULT_OUT[1]
+        out_json, out_md = default_outputs(tuple(args.sections))
+        args.out_json, args.out_md = args.out_json or out_json, args.out_md or out_md
     command = "python " + " ".join([os.path.basename(sys.argv[0]), *(argv or sys.argv[1:])])
     result = run_all(SMALLEST if args.smallest else GPU, plain=args.plain,
                      budget_s=args.budget_s, out_json=args.out_json, out_md=args.out_md,
                      sizes_name="smallest" if args.smallest else "default (GPU)",
-                     command=command, keep_going=True)
+                     command=command, keep_going=True, sections=tuple(args.sections))
     print()
     print(markdown(result))
     if result["errors"]:
