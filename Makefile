@@ -37,9 +37,15 @@ train: $(BASE_STAMP)
 lint: $(ALL_STAMP)
 	$(PY) -m ruff check .
 
+# Two sessions: the tests that check plumbing and math compile far more than they run, so
+# their programs are compiled for speed of compilation (FAST_COMPILE: the same programs,
+# less optimized machine code, other rounding than the default build); the learning tests
+# run long programs whose bars were measured with the default build, so they keep it.
+FAST_COMPILE := --xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true
 test: $(ALL_STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m pytest $(PYTEST_ARGS)
+	XLA_FLAGS="$$XLA_FLAGS $(FAST_COMPILE)" $(PY) -m pytest -m 'not learning' $(PYTEST_ARGS)
+	$(PY) -m pytest -m learning $(PYTEST_ARGS)
 
 # The learning tests with the reference's whole budgets of env steps (`make test` asks
 # the same bars earlier, in runs sized for CI), and the tests marked `long`, too long
