@@ -225,6 +225,11 @@ def test_bad_input_fails_at_config_time(monkeypatch):
     with pytest.raises(ValueError, match=r"obs_keys=\('state',\) is invalid: must be None: "
                        "the env's observation is an array"):
         jaxsac.train(config.replace(env_id=ENV_ID, obs_keys=("state",)))
+    with pytest.raises(ValueError, match=r"SACConfig.critic_obs_keys=\('privileged_state',\) "
+                       r"is invalid: must be None for env_id='playground/CartpoleBalance', "
+                       r"whose observation is an array \(flat \[5\]\)"):
+        jaxsac.make_train(config.replace(env_id=ENV_ID, log_every=10,
+                                         critic_obs_keys=("privileged_state",)))
     with pytest.raises(ValueError, match=r"SACConfig.backend='gymnasium' is invalid"):
         jaxsac.train(config.replace(env_id=ENV_ID, backend="gymnasium"))
     with pytest.raises(ValueError, match=r"obs_keys=\(\) is invalid"):
