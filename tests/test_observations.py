@@ -29,12 +29,13 @@ SMALL = dict(num_envs=2, hidden_sizes=(16, 16), batch_size=16, buffer_capacity=4
 ASYMMETRIC = dict(actor_obs_keys=("state",), critic_obs_keys=("privileged_state",))
 
 
-def test_the_gymnasium_runner_gives_gymnasiums_own_dict_observations():
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+def test_the_gymnasium_runner_gives_gymnasiums_own_dict_observations(vectorization):
     """Packed host rows unpack to the env's own dicts (uint8 stays uint8), and the flat
     features are gymnasium's FlattenObservation of the same observations."""
     reference = dict_envs.DictReachGym()
     flattened = gymnasium.wrappers.FlattenObservation(dict_envs.DictReachGym())
-    with GymRunner(jaxsac.envs.make(dict_envs.GYM_ID, backend="gymnasium"), 1,
+    with GymRunner(jaxsac.envs.make(dict_envs.GYM_ID, backend="gymnasium"), 1, vectorization,
                    seed=5) as runner:
         spec = runner.obs_spec
         assert spec == obs_spec(dict_envs.OBSERVATION_SPACE) and spec.dim == 4 + 5 + 2
@@ -53,6 +54,35 @@ def test_the_gymnasium_runner_gives_gymnasiums_own_dict_observations():
                 flattened.step(action)[0])
             assert step.reward[0] == np.float32(reward) and step.terminated[0] == terminated
             obs = next_obs
+
+
+class WrongPixels(dict_envs.DictReachGym):
+    """Its reset's "pixels" are 3 x 2 (its space's are 2 x 2)."""
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed)
+        return {**obs, "pixels": np.zeros((3, 2), np.uint8)}, info
+
+
+class MissingState(dict_envs.DictReachGym):
+    """Its step's observation lacks the entry "state"."""
+
+    def step(self, action):
+        obs, *rest = super().step(action)
+        return ({k: v for k, v in obs.items() if k != "state"}, *rest)
+
+
+def test_an_env_whose_dict_observation_breaks_its_space_is_named():
+    with pytest.raises(jaxsac.envs.EnvDataError, match=r"env 3 \('Reach'\) returned an "
+                       r"observation entry 'pixels' of shape \(3, 2\) from reset; its "
+                       r"observation_space has shape \(2, 2\)"):
+        jaxsac.envs.CheckData(WrongPixels(), 3, "Reach").reset(seed=0)
+    checked = jaxsac.envs.CheckData(MissingState(), 3, "Reach")
+    checked.reset(seed=0)
+    with pytest.raises(jaxsac.envs.EnvDataError, match=r"returned an observation with keys "
+                       r"\['pixels', 'privileged_state'\] from step; its Dict "
+                       r"observation_space has keys \['pixels', 'privileged_state', 'state'\]"):
+        checked.step(np.zeros(2, np.float32))
 
 
 def _networks_inputs(seed: int, batch: int = 8) -> dict[str, jax.Array]:
