@@ -6,9 +6,11 @@
     an int32 index for a Discrete space: `module_actions(space)` picks the adapter)
     sampled Batch --learner connectors--> Batch the learner trains on
 
-Each connector is a pure function. The only stateful one, running observation
-normalization, keeps its statistics in an `ObsNormState` pytree that lives in the
-runner state (`TrainState.runner`) and is saved with checkpoints.
+Observations are pytrees (jaxsac.observations: a flat float32 array, or a dict of a
+Dict space's entries). Each connector is a pure function. The only stateful one,
+running observation normalization (one mean and variance per floating-point entry),
+keeps its statistics in an `ObsNormState` pytree that lives in the runner state
+(`TrainState.runner`) and is saved with checkpoints.
 Functions that only use arithmetic and `.clip` accept numpy or JAX arrays and return
 the same kind, so the host runner can use them without a device round trip.
 """

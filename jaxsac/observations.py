@@ -111,7 +111,7 @@ class ObsSpec:
         if not self.is_dict:
             return obs
         xp = np if all(isinstance(obs[k], np.ndarray) for k in self.keys) else jnp
-        batch = next(iter(obs.values())).shape[:batch_dims]
+        batch = obs[self.keys[0]].shape[:batch_dims]
         return xp.concatenate([xp.reshape(obs[k], (*batch, -1)).astype(np.float32)
                                for k in self.keys], axis=-1)
 
@@ -175,14 +175,6 @@ def obs_spec(space: gymnasium.Space | int | ObsSpec, owner: str = "env") -> ObsS
     keys = tuple(sorted(space.spaces))
     return ObsSpec(keys, tuple(tuple(space[k].shape) for k in keys),
                    tuple(np.dtype(space[k].dtype).name for k in keys))
-
-
-def dict_space(spec: ObsSpec) -> gymnasium.spaces.Dict:
-    """The gymnasium Dict space of a dict spec (unbounded Boxes of its shapes, dtypes)."""
-    return gymnasium.spaces.Dict({
-        k: gymnasium.spaces.Box(-np.inf, np.inf, s, d) if np.issubdtype(d, np.floating)
-        else gymnasium.spaces.Box(np.iinfo(d).min, np.iinfo(d).max, s, d)
-        for k, s, d in spec.entries()})
 
 
 def flat_features(obs: Any) -> jax.Array:

@@ -209,3 +209,19 @@ def check_loaded_policy(directory, config, state, stats):
         policy({"privileged_state": obs["privileged_state"]})
     with pytest.raises(ValueError, match=r"Policy: obs\['state'\] of shape \(5, 3\)"):
         policy({"state": np.zeros((5, 3), np.float32)})
+
+
+def test_a_checkpoint_that_stored_a_dict_observation_flattened_is_refused():
+    """Before format 4 a Playground task's dict observation was stored flattened (its
+    meta has no obs_entries): its template no longer fits the env and says so."""
+    config = jaxsac.SACConfig(env_id=dict_envs.JAX_ID, **SMALL)
+    meta = {"backend": "jax", "obs_shape": [11], "obs_dim": 11, "seed_axis": False,
+            "num_seeds": 1, "arrays": {}, **jaxsac.connectors.module_actions(
+                dict_envs.ACTION_SPACE).metadata()}
+    with pytest.raises(ValueError, match=r"the checkpoint of 'DictReach-v0' stored "
+                       r"observations flat \[11\], but the env's are \{'pixels': \[2, 2\] "
+                       r"uint8, 'privileged_state': \[5\] float32, 'state': \[2\] float32\}; "
+                       r"checkpoints before format 4 .* cannot be restored or loaded"):
+        checkpoint.template(config, meta)
+    spec = obs_spec(dict_envs.OBSERVATION_SPACE)
+    assert jaxsac.observations.ObsSpec.from_metadata({**meta, **spec.metadata()}) == spec
