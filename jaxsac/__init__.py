@@ -9,7 +9,8 @@ The package is layered: each module imports only from the layers listed before i
 (docs/architecture.md; tests/test_layers.py enforces it):
 
     records       types, checks
-    fields        field_roles
+    observations  observations
+    fields        field_roles, learner_fields, runner_fields
     config        config
     components    envs, networks, connectors, agents, logger, distributed, compilation,
                   tuned, storage, memory
@@ -30,6 +31,7 @@ from jaxsac import (
     envs,
     learner,
     networks,
+    observations,
     replay,
     runners,
     runs,
@@ -67,6 +69,7 @@ __all__ = [
     "make_learner",
     "make_train",
     "networks",
+    "observations",
     "record_video",
     "replay",
     "runners",

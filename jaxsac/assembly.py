@@ -22,6 +22,7 @@ from jaxsac.agents import AgentLayout
 from jaxsac.config import SACConfig
 from jaxsac.learner import Hyperparams, Learner, LearnerState, make_learner, stacked_learner
 from jaxsac.metrics import empty_episode_stats
+from jaxsac.observations import ObsSpec, obs_spec
 from jaxsac.replay import ReplayBuffer, ReplayState
 from jaxsac.runners import JaxRunner, check_ray_installed, make_jax_runner
 from jaxsac.schedule import Schedule, validate_schedule
@@ -56,6 +57,9 @@ class Assembly(NamedTuple):
     module_config: the config one module trains with (`agents.module_config` of a
         multi-agent config; the run's config itself otherwise).
     env: the JAX env (None for a gymnasium run); runner: its JaxRunner (None likewise).
+    env_to_module: the env-to-module connector (observation normalization).
+    obs_spec: what one stored observation is (jaxsac.observations: a flat array, or a
+        dict's entries); the buffer, the learner and the policy take trees of it.
     actions: the action adapter of the env's action space (module actions, their
         storage and the policy head the learner uses follow from it).
     agents: the AgentLayout of a multi-agent env, else None.
@@ -72,12 +76,17 @@ class Assembly(NamedTuple):
     buffer: ReplayBuffer
     runner: JaxRunner | None
     env_to_module: connectors.EnvToModule
-    obs_dim: int
+    obs_spec: ObsSpec
     actions: connectors.ModuleActions
     agents: AgentLayout | None = None
     placement: sharding.Placement | None = None
     on_period: Callable[[dict[str, Any]], Any] | None = None
     eval_env: Any = None
+
+    @property
+    def obs_dim(self) -> int:
+        """Entries of an observation's flat features."""
+        return self.obs_spec.dim
 
     def obs_stats(self, state: TrainState) -> Any:
         """The observation statistics (ObsNormState) in `state`: the JAX runner's, or,
@@ -156,9 +165,10 @@ def assemble(config: SACConfig, gamma: Any = None,
     env = envs.from_config(config)
     runner = make_jax_runner(env, config.num_envs, normalize_obs=config.normalize_obs)
     check_exploration(config, runner.actions)
-    return Assembly(config, env, make_learner(config, runner.obs_dim, runner.actions),
+    check_obs_keys(config, runner.obs_spec)
+    return Assembly(config, env, make_learner(config, runner.obs_spec, runner.actions),
                     make_buffer(config, config.gamma if gamma is None else gamma), runner,
-                    connectors.EnvToModule(normalize=config.normalize_obs), runner.obs_dim,
+                    connectors.EnvToModule(normalize=config.normalize_obs), runner.obs_spec,
                     runner.actions, placement=placement, eval_env=_eval_env(config, env))
 
 
@@ -177,25 +187,46 @@ def _multi_agent_assembly(config: SACConfig, gamma: Any) -> Assembly:
     runner = make_jax_runner(env.agent_env, config.num_envs * config.num_agents,
                              normalize_obs=config.normalize_obs)
     check_exploration(config, runner.actions)
-    learner = stacked_learner(make_learner(per_module, runner.obs_dim, runner.actions),
+    check_obs_keys(config, runner.obs_spec)
+    learner = stacked_learner(make_learner(per_module, runner.obs_spec, runner.actions),
                               per_module, layout)
     buffer = replay.stacked_buffer(
         make_buffer(per_module, per_module.gamma if gamma is None else gamma), layout)
     return Assembly(per_module, env, learner, buffer, runner,
-                    connectors.EnvToModule(normalize=config.normalize_obs), runner.obs_dim,
+                    connectors.EnvToModule(normalize=config.normalize_obs), runner.obs_spec,
                     runner.actions, agents=layout, eval_env=_eval_env(config, env))
 
 
-def host_assembly(config: SACConfig, obs_dim: int,
+def host_assembly(config: SACConfig, obs: ObsSpec | int,
                   actions: connectors.ModuleActions | int) -> Assembly:
     """The learner and buffer of a run whose envs live on the host (no JAX env or
-    runner): the gymnasium loop, and checkpoint templates of such runs. `actions`: the
-    action adapter (an int d: the Box [-1, 1]^d)."""
+    runner): the gymnasium loop, and checkpoint templates of such runs. `obs`: the
+    observations' ObsSpec (an int d: flat [d]); `actions`: the action adapter (an int d:
+    the Box [-1, 1]^d)."""
+    spec = obs_spec(obs, "host_assembly")
     actions = connectors.module_actions(actions, "host_assembly")
     check_exploration(config, actions)
-    return Assembly(config, None, make_learner(config, obs_dim, actions),
+    check_obs_keys(config, spec)
+    return Assembly(config, None, make_learner(config, spec, actions),
                     make_buffer(config, config.gamma), None,
-                    connectors.EnvToModule(normalize=config.normalize_obs), obs_dim, actions)
+                    connectors.EnvToModule(normalize=config.normalize_obs), spec, actions)
+
+
+def check_obs_keys(config: SACConfig, spec: ObsSpec) -> None:
+    """An error naming the field, its value and the env's keys for `actor_obs_keys` or
+    `critic_obs_keys` that the env's observation (`spec`) does not have: an array
+    observation has none."""
+    for name in ("actor_obs_keys", "critic_obs_keys"):
+        keys = getattr(config, name)
+        if keys is None:
+            continue
+        if not spec.is_dict:
+            checks.fail("SACConfig", name, keys, f"None for env_id={config.env_id!r}, whose "
+                        f"observation is an array ({spec.describe()}), not a dict of entries")
+        missing = [k for k in keys if k not in spec.keys]
+        if missing:
+            checks.fail("SACConfig", name, keys, f"keys of env_id={config.env_id!r}'s "
+                        f"observation {list(spec.keys)} (no key {missing[0]!r})")
 
 
 def check_exploration(config: SACConfig, actions: connectors.ModuleActions) -> None:
@@ -226,10 +257,11 @@ def make_buffer(config: SACConfig, gamma: Any) -> ReplayBuffer:
     return replay.sharded_buffer(shard, shards, beta if config.prioritized else None)
 
 
-def example_step(obs_dim: int, actions: connectors.ModuleActions) -> Step:
-    """One unbatched Step of zeros: the shapes `buffer.init` allocates for (the module
-    action's shape and dtype: [|A|] float32 for a Box, [] int32 for Discrete)."""
-    zero_obs = jnp.zeros((obs_dim,), jnp.float32)
+def example_step(obs: ObsSpec | int, actions: connectors.ModuleActions) -> Step:
+    """One unbatched Step of zeros: the shapes `buffer.init` allocates for (the
+    observation tree of `obs`, an int d: [d] float32; the module action's shape and
+    dtype: [|A|] float32 for a Box, [] int32 for Discrete)."""
+    zero_obs = obs_spec(obs, "example_step").zeros()
     no = jnp.zeros((), bool)
     return Step(zero_obs, jnp.zeros(actions.shape, actions.dtype), jnp.zeros((), jnp.float32),
                 no, no, zero_obs)
@@ -273,11 +305,11 @@ def init_state(assembly: Assembly, key: jax.Array, hparams: Hyperparams | None =
     hparams = Hyperparams.from_config(assembly.module_config) if hparams is None else hparams
     key = run_generator_key(key, assembly.module_config.prng_impl)
     learner_key, runner_key, run_key = jax.random.split(key, 3)
-    runner = (assembly.env_to_module.init(assembly.obs_dim) if assembly.runner is None
+    runner = (assembly.env_to_module.init(assembly.obs_spec) if assembly.runner is None
               else assembly.runner.init(runner_key))
     return place(assembly, TrainState(
         learner=assembly.learner.init(learner_key, hparams),
-        buffer=assembly.buffer.init(example_step(assembly.obs_dim, assembly.actions)),
+        buffer=assembly.buffer.init(example_step(assembly.obs_spec, assembly.actions)),
         runner=runner,
         key=run_key,
         iteration=jnp.zeros((), jnp.int32),
@@ -285,10 +317,11 @@ def init_state(assembly: Assembly, key: jax.Array, hparams: Hyperparams | None =
     ))
 
 
-def act(assembly: Assembly, actor_params: Any, obs_stats: Any, obs: jax.Array, key: jax.Array,
+def act(assembly: Assembly, actor_params: Any, obs_stats: Any, obs: Any, key: jax.Array,
         deterministic: bool = False, noise: jax.Array | None = None) -> jax.Array:
-    """The policy: module actions [B, *action shape] for raw flattened observations
-    obs [B, obs_dim] (the env-to-module connector applied with `obs_stats`), sampled, or
+    """The policy: module actions [B, *action shape] for raw observations obs [B, ...]
+    (an observation tree; a dict may hold only the actor's entries) with the
+    env-to-module connector applied with `obs_stats`, sampled, or
     the mode when `deterministic` (tanh(μ) in [-1, 1] for a Box, argmax for Discrete).
     For stacked modules B is E·N agent columns. noise: the sample's ε [B, |A|]
     (`exploration_noise`); None: white draws from `key`."""
@@ -320,22 +353,22 @@ def noise_horizon(config: SACConfig) -> int:
 
 
 @functools.lru_cache(maxsize=16)
-def deterministic_policy(config: SACConfig, obs_dim: int,
+def deterministic_policy(config: SACConfig, obs: ObsSpec | int,
                          actions: connectors.ModuleActions) -> Callable:
-    """Jitted (actor_params, obs_stats, raw obs [B, obs_dim]) -> the mode [B, *action
+    """Jitted (actor_params, obs_stats, raw obs [B, ...]) -> the mode [B, *action
     shape] of one module of `config` (what evaluation on the host and `load_policy` act
     with)."""
-    assembly = host_assembly(config, obs_dim, actions)
+    assembly = host_assembly(config, obs, actions)
     key = jax.random.key(0)  # unused by the deterministic action
     return jax.jit(lambda params, stats, obs: act(assembly, params, stats, obs, key,
                                                   deterministic=True))
 
 
 @functools.lru_cache(maxsize=16)
-def sampling_policy(config: SACConfig, obs_dim: int,
+def sampling_policy(config: SACConfig, obs: ObsSpec | int,
                     actions: connectors.ModuleActions) -> Callable:
-    """Jitted (actor_params, obs_stats, raw obs [B, obs_dim], key) -> actions [B, *action
+    """Jitted (actor_params, obs_stats, raw obs [B, ...], key) -> actions [B, *action
     shape] drawn from π(·|s) of one module of `config` (white noise; each row its own
     draw), what `Policy.sample` acts with."""
-    assembly = host_assembly(config, obs_dim, actions)
+    assembly = host_assembly(config, obs, actions)
     return jax.jit(lambda params, stats, obs, key: act(assembly, params, stats, obs, key))

@@ -42,15 +42,20 @@ import numpy as np
 from jaxsac import connectors, envs, runs, storage
 from jaxsac.assembly import assemble, example_step, host_assembly, init_state, make_buffer
 from jaxsac.config import STRUCTURAL, SACConfig, fields_with
+from jaxsac.observations import ObsSpec, obs_spec
 from jaxsac.storage import CorruptCheckpointError
 
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 """Version 2 adds `json_sha256` to meta: a SHA-256 of the config and meta items (without
 that field), so an edited config or env metadata (action bounds) is an error. Version 3
 replaces `key_impl` (the run key's PRNG implementation) with `key_impls`, the
 implementation of every typed key in the state, {item: {name: impl}}, so env states
-holding typed keys can be saved. Versions 1 and 2 are read as they are."""
+holding typed keys can be saved. Version 4 adds `obs_entries`, the entries of a dict
+observation ({key: {shape, dtype}}; None for a flat one): observations are pytrees.
+Versions 1 to 3 are read as they are (their observations flat [obs_dim]), except that
+a Playground task's dict observation, which they stored flattened, no longer fits the
+env's (an error saying so)."""
 ARRAY_ITEMS = ("learner", "runner", "progress", "buffer")
 """Orbax items holding arrays. The TrainState fields learner, runner and buffer each have
 an item of their own; every other field (key, iteration, episodes) goes to progress."""
@@ -60,7 +65,8 @@ STRUCTURAL_FIELDS = fields_with(STRUCTURAL)
 STRUCTURAL role): they fix the arrays' shapes, or what the arrays mean (`activation`,
 `normalize_obs`: the parameters were trained on normalized observations or not;
 `prng_impl`: the generator the key is for; `encoder`, `critic`: the code that reads the
-parameters)."""
+parameters; `actor_obs_keys`, `critic_obs_keys`: the observation entries each network
+reads)."""
 
 __all__ = ["CorruptCheckpointError", "OpenStep", "config_differences", "latest_step",
            "open_step", "restore", "save", "state_items", "template"]
@@ -101,9 +107,23 @@ def _spaces(env_id: str, backend: str, obs_keys: tuple[str, ...] | None,
 def _env_meta(config: SACConfig) -> dict[str, Any]:
     backend = envs.resolve_backend(config.env_id, config.backend)
     obs_space, act_space = _spaces(config.env_id, backend, config.obs_keys, config.env_kwargs)
-    return {"backend": backend, "obs_shape": list(obs_space.shape),
-            "obs_dim": connectors.flat_obs_dim(obs_space),
+    is_box = isinstance(obs_space, gymnasium.spaces.Box)
+    return {"backend": backend, "obs_shape": list(obs_space.shape) if is_box else None,
+            **obs_spec(obs_space, f"env {config.env_id!r}").metadata(),
             **connectors.module_actions(act_space, f"env {config.env_id!r}").metadata()}
+
+
+def check_observations(stored: ObsSpec, current: ObsSpec, where: str) -> None:
+    """A ValueError when the observations a checkpoint stored are not the env's: above
+    all, a checkpoint before format 4 of a Playground task whose dict observation it
+    stored flattened."""
+    if stored != current:
+        raise ValueError(
+            f"{where} stored observations {stored.describe()}, but the env's are "
+            f"{current.describe()}; checkpoints before format 4 stored a MuJoCo Playground "
+            "task's dict observation flattened (its obs_keys concatenated), which is kept "
+            "a dict now: such a checkpoint cannot be restored or loaded, train it again "
+            "(docs/checkpoints.md, \"Format versions\")")
 
 
 def config_differences(stored: SACConfig, requested: SACConfig,
@@ -128,10 +148,16 @@ def config_differences(stored: SACConfig, requested: SACConfig,
     if (stored.grad_clip is None) != (requested.grad_clip is None):
         out.append(f"grad_clip: stored {stored.grad_clip!r}, requested {requested.grad_clip!r}"
                    " (on/off changes the optimizer state)")
-    for name in ("obs_shape", "act_shape"):
-        a, b = tuple(stored_env[name]), tuple(requested_env[name])
-        if a != b:
-            out.append(f"{name}: stored {a!r}, requested {b!r}")
+    a, b = (env["obs_shape"] and tuple(env["obs_shape"]) for env in (stored_env, requested_env))
+    specs = [ObsSpec.from_metadata(env) for env in (stored_env, requested_env)]
+    if a is not None and b is not None and a != b:
+        out.append(f"obs_shape: stored {a!r}, requested {b!r}")
+    elif specs[0] != specs[1]:
+        out.append(f"observations: stored {specs[0].describe()}, requested "
+                   f"{specs[1].describe()}")
+    a, b = tuple(stored_env["act_shape"]), tuple(requested_env["act_shape"])
+    if a != b:
+        out.append(f"act_shape: stored {a!r}, requested {b!r}")
     a, b = (env.get("act_kind", "continuous") for env in (stored_env, requested_env))
     if a != b:
         out.append(f"action space: stored {a!r}, requested {b!r}")
@@ -224,9 +250,9 @@ class OpenStep:
     """One checkpoint step open for reading (see `open_step`).
 
     step: its env steps. config: the stored SACConfig. meta: the stored metadata (env
-    spaces: obs_shape, obs_dim, backend, and act_dim, act_shape, act_low, act_high for
-    a Box or act_kind, act_dim, act_start for a Discrete space; seed_axis, num_seeds;
-    arrays, checksums, key_impls).
+    spaces: obs_shape, obs_dim, obs_entries (format 4), backend, and act_dim, act_shape,
+    act_low, act_high for a Box or act_kind, act_dim, act_start for a Discrete space;
+    seed_axis, num_seeds; arrays, checksums, key_impls).
     """
 
     directory: str
@@ -286,10 +312,12 @@ def open_step(directory: str | os.PathLike, step: int | None, owner: str
 
 def _init_fn(config: SACConfig, meta: dict[str, Any]) -> Callable[[jax.Array], Any]:
     """key -> a fresh TrainState shaped like the stored one (one seed)."""
+    stored = ObsSpec.from_metadata(meta)
     if meta["backend"] == "jax":
         assembly = assemble(config)
+        check_observations(stored, assembly.obs_spec, f"the checkpoint of {config.env_id!r}")
     else:
-        assembly = host_assembly(config, meta["obs_dim"], connectors.actions_from_metadata(meta))
+        assembly = host_assembly(config, stored, connectors.actions_from_metadata(meta))
     with_runner = "runner" in meta["arrays"]
 
     def init(key):
@@ -311,7 +339,7 @@ def template(config: SACConfig, meta: dict[str, Any]) -> Any:
 def _empty_buffer(config: SACConfig, meta: dict[str, Any]) -> Any:
     """A fresh ReplayState for the stored shapes (with the seed axis, if any)."""
     buffer = make_buffer(config, config.gamma)
-    example = example_step(meta["obs_dim"], connectors.actions_from_metadata(meta))
+    example = example_step(ObsSpec.from_metadata(meta), connectors.actions_from_metadata(meta))
     empty = jax.jit(lambda: buffer.init(example))()
     if meta["seed_axis"]:
         empty = jax.tree.map(lambda x: jnp.broadcast_to(x, (meta["num_seeds"], *x.shape)),

@@ -52,6 +52,7 @@ from jaxsac.field_roles import (  # noqa: F401 - the roles and parts are used fr
     setting,
 )
 from jaxsac.learner_fields import check_learner_fields
+from jaxsac.runner_fields import check_runner_fields
 
 BACKENDS = ("auto", "jax", "gymnasium")
 ACTIVATIONS = ("relu", "tanh", "elu", "gelu", "silu", "leaky_relu")
@@ -135,8 +136,9 @@ class SACConfig:
     in one `train` call; one more failure stops the run with an error, after a
     checkpoint."""
     obs_keys: tuple[str, ...] | None = setting(None, ENV, check=Names("observation keys", True))
-    """A dict observation's keys that make up the flat observation, in this order (None:
-    all keys, sorted); MuJoCo Playground tasks only (e.g. ("state",))."""
+    """The entries of a MuJoCo Playground task's dict observation the run keeps (stores,
+    normalizes, reads), in any order (None: all; e.g. ("state",)). The observation stays
+    a dict; the "flat" encoder reads its entries in sorted key order."""
     normalize_obs: bool = setting(False, ENV, STRUCTURAL, check=Bool())
     """Normalize observations with running mean/std statistics (saved with checkpoints)."""
     domain_randomization: bool = setting(False, ENV, STRUCTURAL, check=Bool())
@@ -202,7 +204,15 @@ class SACConfig:
     Playground's tasks; steadier Q-values with large batches and high learning rates)."""
     encoder: str = setting("flat", NETWORKS, STRUCTURAL, check=Name("registered name"))
     """The encoder the actor and critics read observations through, by name: "flat" (the
-    observation vector itself) or one added with jaxsac.networks.register_encoder."""
+    observation's entries flattened and concatenated) or a register_encoder one."""
+    actor_obs_keys: tuple[str, ...] | None = setting(
+        None, NETWORKS, STRUCTURAL, check=Names("observation keys", True))
+    """The entries of a dict observation the actor reads (None: all), e.g. ("state",):
+    what the robot senses; a loaded policy needs only these."""
+    critic_obs_keys: tuple[str, ...] | None = setting(
+        None, NETWORKS, STRUCTURAL, check=Names("observation keys", True))
+    """The entries the critics read (None: all), e.g. ("privileged_state",) for an
+    asymmetric actor-critic; each entry has its own normalization."""
     critic: str = setting("ensemble", NETWORKS, STRUCTURAL, check=Name("registered name"))
     """The critic family, by name: "ensemble" (num_q Q-functions, their minimum as the
     target), "tqc" (num_q quantile critics, docs/semantics.md "TQC"), "categorical"
@@ -404,7 +414,7 @@ def _validate(c: SACConfig) -> None:
             if getattr(c, name) % c.data_shards:
                 checks.fail(owner, name, getattr(c, name), f"a multiple of data_shards="
                             f"{c.data_shards} (each shard gets an equal part)")
-    _validate_env_runners(c)
+    check_runner_fields(c)
     checks.check_int(owner, "buffer_capacity", c.buffer_capacity, c.num_envs)
     if c.buffer_capacity % c.num_envs:
         checks.fail(owner, "buffer_capacity", c.buffer_capacity,
@@ -421,30 +431,3 @@ def _validate(c: SACConfig) -> None:
                         "None without prioritized replay (prioritized=False)")
     checks.check_n_step(owner, c.n_step)
     check_learner_fields(c)
-
-
-def _validate_env_runners(c: SACConfig) -> None:
-    owner = "SACConfig"
-    if c.ray_address is not None and (not isinstance(c.ray_address, str) or not c.ray_address):
-        checks.fail(owner, "ray_address", c.ray_address, 'None, "auto" or a Ray address')
-    default_timeout = next(f.default for f in dataclasses.fields(c)
-                           if f.name == "sample_timeout_s")
-    if c.num_env_runners == 0 and c.sample_timeout_s != default_timeout:
-        checks.fail(owner, "sample_timeout_s", c.sample_timeout_s,
-                    f"{default_timeout} (the default) without remote runners "
-                    "(num_env_runners=0): it times out remote runners' blocks; the envs of "
-                    "this process are stepped in it, where a step cannot be timed out")
-    per_runner = c.num_envs_per_env_runner
-    if per_runner is None:
-        if c.num_env_runners and c.num_envs % c.num_env_runners:
-            checks.fail(owner, "num_envs", c.num_envs, f"a multiple of num_env_runners="
-                        f"{c.num_env_runners} (each remote runner steps an equal share)")
-        return
-    checks.check_int(owner, "num_envs_per_env_runner", per_runner, 1)
-    if c.num_env_runners == 0:
-        checks.fail(owner, "num_envs_per_env_runner", per_runner,
-                    "None without remote runners (num_env_runners=0)")
-    if per_runner * c.num_env_runners != c.num_envs:
-        checks.fail(owner, "num_envs_per_env_runner", per_runner,
-                    f"num_envs / num_env_runners = {c.num_envs} / {c.num_env_runners} "
-                    "(num_envs counts every runner's envs)")

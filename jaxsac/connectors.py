@@ -6,9 +6,11 @@
     an int32 index for a Discrete space: `module_actions(space)` picks the adapter)
     sampled Batch --learner connectors--> Batch the learner trains on
 
-Each connector is a pure function. The only stateful one, running observation
-normalization, keeps its statistics in an `ObsNormState` pytree that lives in the
-runner state (`TrainState.runner`) and is saved with checkpoints.
+Observations are pytrees (jaxsac.observations: a flat float32 array, or a dict of a
+Dict space's entries). Each connector is a pure function. The only stateful one,
+running observation normalization (one mean and variance per floating-point entry),
+keeps its statistics in an `ObsNormState` pytree that lives in the runner state
+(`TrainState.runner`) and is saved with checkpoints.
 Functions that only use arithmetic and `.clip` accept numpy or JAX arrays and return
 the same kind, so the host runner can use them without a device round trip.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium
@@ -26,6 +29,7 @@ import numpy as np
 from flax import struct
 
 from jaxsac import checks
+from jaxsac.observations import ObsSpec, obs_spec
 from jaxsac.types import Batch
 
 Array = Any  # a numpy or JAX array
@@ -47,35 +51,57 @@ def flat_obs_dim(observation_space: gymnasium.Space) -> int:
 
 @struct.dataclass
 class ObsNormState:
-    """Running mean and variance of observations (Chan et al.'s parallel update).
+    """Running mean and variance of observations (Chan et al.'s parallel update), one per
+    floating-point entry of the observation (jaxsac.observations): integer entries
+    (uint8 images) are not normalized.
 
-    mean: [obs_dim] float32. var: [obs_dim] float32, population variance.
+    mean: [obs_dim] float32 for a flat observation; for a dict one, {key: [*shape]
+    float32} of its floating-point entries. var: the same, population variances.
     count: [] float32, observations seen, starting at a tiny `epsilon` like gymnasium's
     `RunningMeanStd` so the first update needs no special case.
     """
 
-    mean: jax.Array
-    var: jax.Array
+    mean: Any
+    var: Any
     count: jax.Array
 
 
-def init_obs_norm(obs_dim: int, epsilon: float = 1e-4) -> ObsNormState:
-    """Statistics before any observation: mean 0, var 1, count `epsilon`."""
-    return ObsNormState(mean=jnp.zeros((obs_dim,), jnp.float32),
-                        var=jnp.ones((obs_dim,), jnp.float32),
-                        count=jnp.asarray(epsilon, jnp.float32))
+def init_obs_norm(obs: ObsSpec | int, epsilon: float = 1e-4) -> ObsNormState:
+    """Statistics before any observation of `obs` (an ObsSpec, or an int d for flat
+    observations [d]): mean 0, var 1, count `epsilon`."""
+    spec = obs_spec(obs, "init_obs_norm")
+    if spec.is_dict:
+        shapes = {k: shape for k, shape, _ in spec.entries()}
+        mean = {k: jnp.zeros(shapes[k], jnp.float32) for k in spec.float_keys()}
+        var = {k: jnp.ones(shapes[k], jnp.float32) for k in spec.float_keys()}
+    else:
+        mean, var = jnp.zeros((spec.dim,), jnp.float32), jnp.ones((spec.dim,), jnp.float32)
+    return ObsNormState(mean=mean, var=var, count=jnp.asarray(epsilon, jnp.float32))
 
 
-def update_obs_norm(stats: ObsNormState, obs: jax.Array,
+def update_obs_norm(stats: ObsNormState, obs: Any,
                     valid: jax.Array | None = None) -> ObsNormState:
-    """Statistics after also seeing `obs` [N, obs_dim] (N >= 1), or only its rows where
+    """Statistics after also seeing `obs` [N, ...] (N >= 1; an array, or a dict whose
+    tracked entries each update their own mean and variance), or only its rows where
     `valid` [N] is True (unchanged when none is)."""
+    if not isinstance(stats.mean, Mapping):
+        return _update_leaf(stats, obs, valid)
+    leaves = {k: _update_leaf(ObsNormState(stats.mean[k], stats.var[k], stats.count),
+                              obs[k], valid) for k in stats.mean}
+    count = next(iter(leaves.values())).count if leaves else stats.count
+    return ObsNormState(mean={k: s.mean for k, s in leaves.items()},
+                        var={k: s.var for k, s in leaves.items()}, count=count)
+
+
+def _update_leaf(stats: ObsNormState, obs: jax.Array, valid: jax.Array | None
+                 ) -> ObsNormState:
+    """`update_obs_norm` of one array of observations [N, *shape]."""
     obs = jnp.asarray(obs, jnp.float32)
     every_row = _merge_obs_stats(stats, jnp.mean(obs, axis=0), jnp.var(obs, axis=0),
                                  jnp.asarray(obs.shape[0], jnp.float32))
     if valid is None:
         return every_row
-    weight = jnp.asarray(valid, jnp.float32)[:, None]
+    weight = jnp.asarray(valid, jnp.float32).reshape((-1,) + (1,) * (obs.ndim - 1))
     count = jnp.sum(weight)
     mean = jnp.sum(weight * obs, axis=0) / jnp.maximum(count, 1.0)
     var = jnp.sum(weight * (obs - mean) ** 2, axis=0) / jnp.maximum(count, 1.0)
@@ -98,31 +124,55 @@ def _merge_obs_stats(stats: ObsNormState, batch_mean: jax.Array, batch_var: jax.
     return ObsNormState(mean=mean, var=m2 / total, count=total)
 
 
-def normalize_obs(stats: ObsNormState, obs: jax.Array, epsilon: float = 1e-8) -> jax.Array:
-    """(obs - mean) / sqrt(var + epsilon), float32, any leading axes."""
-    return ((obs - stats.mean) / jnp.sqrt(stats.var + epsilon)).astype(jnp.float32)
+def normalize_obs(stats: ObsNormState, obs: Any, epsilon: float = 1e-8) -> Any:
+    """(obs - mean) / sqrt(var + epsilon), float32, any leading axes; for a dict
+    observation each tracked entry with its own statistics (other entries as they
+    are; `obs` may hold a subset of the keys, e.g. the actor's)."""
+    if not isinstance(obs, Mapping):
+        return ((obs - stats.mean) / jnp.sqrt(stats.var + epsilon)).astype(jnp.float32)
+    return {k: normalize_obs(ObsNormState(stats.mean[k], stats.var[k], stats.count), x,
+                             epsilon) if k in stats.mean else x for k, x in obs.items()}
+
+
+def select_stats(stats: ObsNormState, keys: tuple[str, ...] | None) -> ObsNormState:
+    """The statistics of a dict observation's entries `keys` (those tracked), e.g. the
+    actor's; `stats` itself when keys is None or the observation is flat."""
+    if keys is None or not isinstance(stats.mean, Mapping):
+        return stats
+    kept = [k for k in keys if k in stats.mean]
+    return ObsNormState(mean={k: stats.mean[k] for k in kept},
+                        var={k: stats.var[k] for k in kept}, count=stats.count)
+
+
+def module_floats(obs: Any) -> Any:
+    """Observations with their floating-point entries as float32 (an array: all of it)."""
+    if not isinstance(obs, Mapping):
+        return jnp.asarray(obs, jnp.float32)
+    return {k: jnp.asarray(x, jnp.float32) if jnp.issubdtype(jnp.asarray(x).dtype,
+                                                              jnp.floating) else x
+            for k, x in obs.items()}
 
 
 class EnvToModule(struct.PyTreeNode):
     """The env-to-module pipeline: flattened float32 obs, then optional normalization.
 
-    `update(stats, obs, valid=None)` folds new raw obs [N, obs_dim] (the rows where
+    `update(stats, obs, valid=None)` folds new raw obs [N, ...] (the rows where
     `valid` [N]) into the statistics (a no-op when `normalize` is False) and
-    `apply(stats, obs)` gives the module's obs.
+    `apply(stats, obs)` gives the module's obs (floating-point entries as float32).
     The statistics pytree has the same structure either way, so checkpoints do too.
     """
 
     normalize: bool = struct.field(pytree_node=False, default=False)
 
-    def init(self, obs_dim: int) -> ObsNormState:
-        return init_obs_norm(obs_dim)
+    def init(self, obs: ObsSpec | int) -> ObsNormState:
+        return init_obs_norm(obs)
 
-    def update(self, stats: ObsNormState, obs: jax.Array,
+    def update(self, stats: ObsNormState, obs: Any,
                valid: jax.Array | None = None) -> ObsNormState:
         return update_obs_norm(stats, obs, valid) if self.normalize else stats
 
-    def apply(self, stats: ObsNormState, obs: jax.Array) -> jax.Array:
-        obs = jnp.asarray(obs, jnp.float32)
+    def apply(self, stats: ObsNormState, obs: Any) -> Any:
+        obs = module_floats(obs)
         return normalize_obs(stats, obs) if self.normalize else obs
 
     def normalize_batch(self, stats: ObsNormState, batch: Batch) -> Batch:

@@ -36,8 +36,9 @@ def evaluate_returns(assembly: Assembly, actor_params: Any, obs_stats: Any, key:
 
     def step(carry, step_key):
         env_states, obs, total, done = carry
-        columns = connectors.flatten_obs(obs, batch_dims=len(batch_shape))
-        columns = columns.reshape(-1, columns.shape[-1])  # [K·N, obs_dim], episode-major
+        stored = assembly.obs_spec.from_env(obs, batch_dims=len(batch_shape))
+        columns = jax.tree.map(  # [K·N, ...], episode-major
+            lambda x: x.reshape(-1, *x.shape[len(batch_shape):]), stored)
         action = act(assembly, actor_params, obs_stats, columns, step_key, deterministic=True)
         action = assembly.actions.to_env(action).reshape(*batch_shape, *env.action_space.shape)
         env_states, obs, reward, terminated, truncated = jax.vmap(env.step)(
@@ -79,9 +80,10 @@ def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
         _warn_dropped(error)
         return np.full(num_episodes, np.nan)
     try:
-        policy = deterministic_policy(config, runner.obs_dim, runner.actions)
+        spec = runner.obs_spec
+        policy = deterministic_policy(config, spec, runner.actions)
         if obs_stats is None:
-            obs_stats = connectors.init_obs_norm(runner.obs_dim)
+            obs_stats = connectors.init_obs_norm(spec)
         raw_obs = runner.raw_obs
         cap = envs.time_limit(config, evaluation=True) or config.eval_max_episode_steps
         deadline = time.monotonic() + config.eval_timeout_s
@@ -94,12 +96,13 @@ def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
                               "(eval_failures)", stacklevel=2)
                 dropped |= ~finished
                 break
-            step, _ = runner.unpack(runner.step_packed(policy(actor_params, obs_stats, raw_obs)))
+            action = policy(actor_params, obs_stats, spec.unpack(raw_obs))
+            step, _ = runner.unpack(runner.step_packed(action))
             steps += 1
             total += np.where(finished, 0.0, step.reward)
             dropped |= ~finished & step.failed
             finished |= step.terminated | step.truncated | (steps >= cap)
-            raw_obs = step.next_obs
+            raw_obs = spec.pack(step.next_obs)
     except (EnvFailureError, EnvDataError) as error:
         _warn_dropped(error)
         dropped |= ~finished
@@ -137,6 +140,6 @@ def evaluate(config: SACConfig, actor_params: Any, key: jax.Array, num_episodes:
     if envs.resolve_backend(config.eval_env[0], config.backend) == "gymnasium":
         return evaluate_gymnasium(config, actor_params, key, num_episodes, obs_stats)
     assembly = assemble(config)
-    stats = obs_stats if obs_stats is not None else assembly.env_to_module.init(assembly.obs_dim)
+    stats = obs_stats if obs_stats is not None else assembly.env_to_module.init(assembly.obs_spec)
     run = jax.jit(lambda p, s, k: evaluate_returns(assembly, p, s, k, num_episodes))
     return np.asarray(run(actor_params, stats, key))

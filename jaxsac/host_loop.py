@@ -36,6 +36,7 @@ from jaxsac.evaluation import evaluate_gymnasium
 from jaxsac.iteration import absorb
 from jaxsac.learner import METRICS as LEARNER_METRICS
 from jaxsac.metrics import nan_learner_metrics, period_row
+from jaxsac.observations import ObsSpec
 from jaxsac.runners import EnvRunner, GymRunner, HostRunner, RayEnvRunners, random_act_fn
 from jaxsac.schedule import Phase, iterations_per_period, segments
 
@@ -50,17 +51,18 @@ def stack_rows(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     return {k: np.stack([np.asarray(r[k]) for r in rows]) for k in rows[0]}
 
 
-def acting_functions(config: SACConfig, obs_dim: int, actions: connectors.ModuleActions
-                     ) -> dict[str, Callable]:
+def acting_functions(config: SACConfig, obs: ObsSpec | int,
+                     actions: connectors.ModuleActions) -> dict[str, Callable]:
     """The jitted acting functions of the gymnasium loop, by name: "policy" (the
     stochastic policy) and "random" (uniform warm-up actions), each
     `(actor_params, obs_stats, raw_obs [T, obs_dim], root, iteration) -> module actions
-    [T, ...]` with the iteration's acting key. Runners in other processes build theirs
-    with this function too (it is what `EnvRunner`'s `acting` factory calls)."""
-    assembly = host_assembly(config, obs_dim, actions)
+    [T, ...]` with the iteration's acting key (raw_obs packed, `ObsSpec.pack`, of the
+    ObsSpec `obs`; an int d: flat [d]). Runners in other processes build theirs with
+    this function too (it is what `EnvRunner`'s `acting` factory calls)."""
+    assembly = host_assembly(config, obs, actions)
 
     def policy(actor_params, obs_stats, raw_obs, root, iteration):
-        return act(assembly, actor_params, obs_stats, raw_obs,
+        return act(assembly, actor_params, obs_stats, assembly.obs_spec.unpack(raw_obs),
                    iteration_keys(root, iteration)[0],
                    noise=exploration_noise(assembly, root, iteration, raw_obs.shape[0]))
 
@@ -109,14 +111,14 @@ class HostLoop:
                              "follow jaxsac.runners.HostRunner (rows, num_envs, raw_obs, "
                              "sample, resume_from, close and the fault counters)")
         self.runner = runner
-        self.assembly = host_assembly(config, runner.rows.obs_dim, runner.rows.actions)
+        self.assembly = host_assembly(config, runner.rows.obs_spec, runner.rows.actions)
         self._started = False
         self._blocks: dict[tuple[Phase, int], Callable] = {}
         self._learner_metrics: list[dict[str, np.ndarray]] = []
 
     def init(self, key: jax.Array) -> TrainState:
         state = jax.jit(lambda key: init_state(self.assembly, key))(key)
-        first_obs = jax.device_put(self.runner.raw_obs)
+        first_obs = self.assembly.obs_spec.unpack(jax.device_put(self.runner.raw_obs))
         return state.replace(runner=self.assembly.env_to_module.update(state.runner, first_obs))
 
     def state_shapes(self, key: jax.Array) -> TrainState:
@@ -168,7 +170,8 @@ class HostLoop:
         self._started = True
         if not int(state.buffer.filled_slots):
             return state
-        self.runner.resume_from(np.asarray(state.buffer.last_next_obs))
+        last = jax.device_get(state.buffer.last_next_obs)
+        self.runner.resume_from(np.asarray(self.assembly.obs_spec.pack(last)))
         return state.replace(buffer=jax.jit(replay.end_episodes, static_argnums=1)(
             state.buffer, self.runner.num_envs))
 

@@ -1,6 +1,6 @@
 """The SAC learner: one gradient step on the twin-Q, policy and temperature losses.
 
-`make_learner(config, obs_dim, actions)` closes over the static configuration (the
+`make_learner(config, obs, actions)` closes over the static configuration (the
 policy head of the action space, network sizes, loss kind, clipping, target update
 period) and returns pure `init`, `update` and `act` functions. Values that may vary
 under `vmap` in a sweep (learning rates, tau, initial alpha) are leaves of the state
@@ -34,6 +34,7 @@ from jaxsac.config import (
 )
 from jaxsac.connectors import ModuleActions
 from jaxsac.networks import PolicyHead, policy_head
+from jaxsac.observations import ObsSpec, obs_spec
 from jaxsac.types import Batch
 
 Params = Any
@@ -92,7 +93,8 @@ class Learner(NamedTuple):
 
     init(key, hparams=None) -> LearnerState.
     update(state, batch, key) -> (state, metrics {name: []}, td_error [B]).
-    act(actor_params, obs [B, obs_dim], key, deterministic=False, noise=None)
+    act(actor_params, obs [B, ...] (an observation tree), key, deterministic=False,
+        noise=None)
         -> module actions [B, *action shape] (noise: ε [B, |A|] for a Box policy,
         jaxsac.noise).
     loss(LossParams, target_critic_params, batch, key) -> (sum of the losses, aux dict).
@@ -155,9 +157,9 @@ def check_action_settings(config: SACConfig | LearnerSettings, actions: ModuleAc
                     "target_entropy or target_entropy_ratio for Box actions)")
 
 
-def make_learner(config: SACConfig | LearnerSettings, obs_dim: int,
+def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
                  actions: ModuleActions | gymnasium.Space | int) -> Learner:
-    """Build the pure learner functions for observations [obs_dim] and the env's actions.
+    """Build the pure learner functions for observations `obs` and the env's actions.
     The policy head (networks and the expectations of the losses) is chosen from the
     action space, here, once, with the encoder and critic family the config names.
 
@@ -165,24 +167,27 @@ def make_learner(config: SACConfig | LearnerSettings, obs_dim: int,
         config: a SACConfig or its `LearnerSettings` (networks, losses, optimizers,
             temperature; the learning rates, tau and initial alpha are the defaults of
             `init`'s hparams). The learner keeps only the LearnerSettings.
-        obs_dim: entries of one flattened observation.
+        obs: the observations' ObsSpec (jaxsac.observations: a flat array, or a dict's
+            entries), or an int d for flat observations [d]. A Batch's obs and next_obs
+            are trees of it, which the actor and critics read through their encoders
+            (each only its own entries with `actor_obs_keys` / `critic_obs_keys`).
         actions: an action adapter (`jaxsac.connectors.ModuleActions`), a gymnasium Box
             or Discrete space, or an int d for the Box [-1, 1]^d.
 
     Returns:
         Learner: the pure `init`, `update`, `act` and `loss`.
     """
-    checks.check_int("make_learner", "obs_dim", obs_dim, 1)
+    spec = obs_spec(obs, "make_learner")
     config = LearnerSettings.of(config)
     actions = connectors.module_actions(actions, "make_learner")
     check_action_settings(config, actions)
-    head = policy_head(actions, config, obs_dim)
+    head = policy_head(actions, config, spec)
     optimizer = _optimizer(config.grad_clip)
     entropy_target = target_entropy(config, head)
 
     def init(key: jax.Array, hparams: Hyperparams | None = None) -> LearnerState:
         hparams = Hyperparams.from_config(config) if hparams is None else hparams
-        actor_params, critic_params = head.init(key, obs_dim)
+        actor_params, critic_params = head.init(key, spec)
         log_alpha = jnp.log(hparams.initial_alpha).astype(jnp.float32)
         return LearnerState(
             actor_params=actor_params,

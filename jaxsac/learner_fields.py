@@ -1,6 +1,7 @@
 """The checks across SACConfig's learner and networks fields (`check_learner_fields`,
 called by SACConfig's validation): the encoder and critic names, the temperature's and
-policy's settings, the network sizes, and each built-in critic family's own settings.
+policy's settings, the network sizes, each built-in critic family's own settings, and
+the observation entries the actor and critics read.
 
 A built-in critic family reads its own settings (CRITIC_FAMILY_FIELDS); with one of them
 chosen, another family's settings must keep their defaults, so a value set for a family
@@ -47,6 +48,11 @@ def check_learner_fields(c: Any) -> None:
         checks.fail(OWNER, "hidden_sizes", c.hidden_sizes,
                     "a non-empty tuple of positive integers")
     _check_critic_family(c)
+    for name in ("actor_obs_keys", "critic_obs_keys"):
+        keys = getattr(c, name)
+        if keys is not None and c.obs_keys is not None and not set(keys) <= set(c.obs_keys):
+            checks.fail(OWNER, name, keys, f"None or keys among obs_keys={c.obs_keys} (the "
+                        "entries the run keeps)")
 
 
 def _check_temperature(c: Any) -> None:

@@ -8,14 +8,15 @@
 Works in a fresh process: everything it needs (config, observation statistics, env
 action bounds) is in the checkpoint. It opens the step with `checkpoint.open_step`, as
 `checkpoint.restore` does, and reads only the actor's parameters and the observation
-statistics.
+statistics of the entries the actor reads (`SACConfig.actor_obs_keys`: an asymmetric
+actor-critic's policy acts on what the robot senses alone, e.g. {"state": ...}).
 """
 
 from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -24,6 +25,7 @@ import numpy as np
 from jaxsac import checkpoint, checks, connectors, envs, runs, storage
 from jaxsac.assembly import deterministic_policy, sampling_policy
 from jaxsac.config import SACConfig
+from jaxsac.observations import ObsSpec, obs_spec
 
 
 class Policy:
@@ -31,22 +33,29 @@ class Policy:
 
     `policy(obs)` acts deterministically, `policy.sample(key, obs)` draws from the
     stochastic policy π(·|s) SAC trains (each observation of a batch its own draw).
-    obs: one observation [*obs_shape] or a batch [B, *obs_shape]. Returns env actions:
+    obs: one observation [*obs_shape] or a batch [B, *obs_shape]; for a Dict observation
+    space a dict holding (at least) the entries the actor reads, each [*shape] or
+    [B, *shape]. Returns env actions:
     for a Box, tanh(μ) (deterministic) or tanh(μ + σ·ε) rescaled to the env's action
     Box, [*act_shape] or [B, *act_shape]; for a Discrete action space the argmax of the
     logits (deterministic) or a categorical draw, as an integer [] or [B] (int64, offset
     by the space's `start`).
-    Attributes: config, step, actor_params, obs_stats (observation statistics).
+    Attributes: config, step, actor_params, obs_stats (observation statistics),
+    obs_spec (the run's observations), actor_spec (the entries the actor reads).
     """
 
     def __init__(self, config: SACConfig, step: int, actor_params: Any, obs_stats: Any,
                  meta: dict[str, Any]):
         self.config, self.step = config, step
-        self.actor_params, self.obs_stats = actor_params, obs_stats
-        self.obs_shape = tuple(meta["obs_shape"])
+        self.obs_spec = ObsSpec.from_metadata(meta)
+        self.actor_spec = self.obs_spec.select(config.actor_obs_keys, "Policy",
+                                               "config.actor_obs_keys")
+        self.actor_params = actor_params
+        self.obs_stats = connectors.select_stats(obs_stats, self.actor_spec.keys)
+        self.obs_shape = None if meta["obs_shape"] is None else tuple(meta["obs_shape"])
         self.actions = connectors.actions_from_metadata(meta)
-        self._act = deterministic_policy(config, meta["obs_dim"], self.actions)
-        self._sample = sampling_policy(config, meta["obs_dim"], self.actions)
+        self._act = deterministic_policy(config, self.obs_spec, self.actions)
+        self._sample = sampling_policy(config, self.obs_spec, self.actions)
 
     @classmethod
     def from_state(cls, config: SACConfig, state: Any, seed_index: int = 0) -> Policy:
@@ -65,15 +74,19 @@ class Policy:
         env = envs.from_config(config)
         stats = state.runner if envs.resolve_backend(config.env_id, config.backend) != "jax" \
             else state.runner.obs_norm
-        meta = {"obs_shape": list(env.observation_space.shape),
-                "obs_dim": connectors.flat_obs_dim(env.observation_space),
+        space = env.observation_space
+        meta = {"obs_shape": None if space.shape is None else list(space.shape),
+                **obs_spec(space, "Policy.from_state").metadata(),
                 **connectors.module_actions(env.action_space, "Policy.from_state").metadata()}
         step = int(pick(np.asarray(state.iteration))) * config.num_envs
         return cls(config, step, jax.tree.map(pick, state.learner.actor_params),
                    jax.tree.map(pick, stats), meta)
 
-    def _batch(self, obs: Any) -> tuple[np.ndarray, bool]:
-        """(flattened observations [B, obs_dim], whether `obs` was one observation)."""
+    def _batch(self, obs: Any) -> tuple[Any, bool]:
+        """(observations [B, ...] as the actor reads them: flattened [B, obs_dim], or the
+        actor's entries of a dict; whether `obs` was one observation)."""
+        if self.actor_spec.is_dict:
+            return _dict_batch(self.actor_spec, obs)
         obs = np.asarray(obs, np.float32)
         single = obs.shape == self.obs_shape
         if not single and obs.shape[1:] != self.obs_shape:
@@ -143,10 +156,17 @@ def load_policy(directory: str | os.PathLike, step: int | None = None, *,
         template = checkpoint.template(config, meta)
         items = checkpoint.state_items(template)[0]
         stats_prefix = "obs_norm." if meta["backend"] == "jax" else ""
+        stats_template = None
+        if template.runner is not None:
+            stats_template = connectors.select_stats(
+                template.runner.obs_norm if stats_prefix else template.runner,
+                config.actor_obs_keys)
+            stat_names = {stats_prefix + storage.leaf_name(path) for path, _ in
+                          jax.tree_util.tree_flatten_with_path(stats_template)[0]}
         wanted = {"learner": {n: x for n, x in items["learner"].items()
                               if n.startswith("actor_params.")},
                   "runner": {n: x for n, x in items.get("runner", {}).items()
-                             if n.startswith(stats_prefix)}}
+                             if stats_template is not None and n in stat_names}}
         opened.check_shapes(wanted, list(wanted), True, "does not fit its config")
         restored = opened.read(wanted, partial=True)
     pick = (lambda x: x[seed_index]) if meta["seed_axis"] else (lambda x: x)
@@ -154,15 +174,35 @@ def load_policy(directory: str | os.PathLike, step: int | None = None, *,
     actor = _unflatten_subtree(template.learner.actor_params, restored["learner"],
                                "actor_params.", pick_module)
     if restored.get("runner"):
-        stats_template = template.runner.obs_norm if stats_prefix else template.runner
         stats = _unflatten_subtree(stats_template, restored["runner"], stats_prefix, pick)
     else:
         if config.normalize_obs:
             warnings.warn(f"{opened.where} has no observation statistics (saved without a "
                           "runner state) although normalize_obs=True: the policy sees "
                           "unnormalized observations", stacklevel=2)
-        stats = connectors.init_obs_norm(meta["obs_dim"])
+        stats = connectors.init_obs_norm(ObsSpec.from_metadata(meta))
     return Policy(config, opened.step, actor, stats, meta)
+
+
+def _dict_batch(spec: ObsSpec, obs: Any) -> tuple[dict[str, np.ndarray], bool]:
+    """(the entries of `spec` of a dict observation, each [B, *shape], whether it was
+    one observation): ValueErrors name a missing entry or one of another shape."""
+    if not isinstance(obs, Mapping) or any(k not in obs for k in spec.keys):
+        got = sorted(obs) if isinstance(obs, Mapping) else type(obs).__name__
+        raise ValueError(f"Policy: obs={got} is invalid: must be a dict with the entries "
+                         f"{list(spec.keys)} (the ones the actor reads)")
+    entries = {k: np.asarray(obs[k], d) for k, _, d in spec.entries()}
+    first = entries[spec.keys[0]].shape
+    single = first == spec.shapes[0]
+    for k, shape, _ in spec.entries():
+        got = entries[k].shape
+        if got != (shape if single else (first[:1] + shape)):
+            raise ValueError(f"Policy: obs[{k!r}] of shape {got}; expected {shape} or "
+                             f"(B, {', '.join(map(str, shape))}), one observation or a batch "
+                             "as every entry")
+    if single:
+        entries = {k: x[None] for k, x in entries.items()}
+    return entries, single
 
 
 def _check_choice(opened: checkpoint.OpenStep, seed_index: Any, module_id: Any) -> None:

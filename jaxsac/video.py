@@ -131,8 +131,8 @@ def _playground_frames(policy: Callable, env_id: str, obs_keys: tuple[str, ...] 
     state, obs = reset(key)
     states, total = [state.env_state], 0.0
     for _ in range(min(max_steps, env.max_episode_steps)):
-        state, obs, reward, terminated, _ = step(state, np.asarray(policy(np.asarray(obs)),
-                                                                   np.float32), key)
+        action = policy(jax.tree.map(np.asarray, obs))  # an array or a dict observation
+        state, obs, reward, terminated, _ = step(state, np.asarray(action, np.float32), key)
         states.append(state.env_state)
         total += float(reward)
         if bool(terminated):

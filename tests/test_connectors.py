@@ -11,6 +11,7 @@ from gymnasium.wrappers.utils import RunningMeanStd
 
 from jaxsac import connectors
 from jaxsac.connectors import EnvToModule
+from jaxsac.observations import ObsSpec
 from jaxsac.types import Batch
 
 
@@ -68,6 +69,48 @@ def test_obs_normalization_matches_gymnasium_running_mean_std():
                                atol=1e-5)
 
 
+def test_dict_observations_normalize_each_float_entry_on_its_own():
+    """One running mean and variance per floating-point entry (gymnasium's RunningMeanStd
+    of that entry alone, over the valid rows), none for a uint8 entry, which passes
+    through as it is; a subset of the entries (the actor's) normalizes with theirs."""
+    spec = ObsSpec(("pixels", "privileged", "state"), ((2, 2), (4,), (2, 3)),
+                   ("uint8", "float32", "float32"))
+    rng = np.random.default_rng(1)
+    references = {"privileged": RunningMeanStd(shape=(4,)), "state": RunningMeanStd(shape=(2, 3))}
+    pipeline = EnvToModule(normalize=True)
+    stats = pipeline.init(spec)
+    assert sorted(stats.mean) == ["privileged", "state"]
+    update = jax.jit(pipeline.update)
+    for n in (1, 5, 3, 12):
+        obs = {"pixels": rng.integers(0, 256, (n, 2, 2)).astype(np.uint8),
+               "privileged": rng.normal(-3.0, 4.0, (n, 4)).astype(np.float32),
+               "state": rng.normal(10.0, 0.5, (n, 2, 3)).astype(np.float32)}
+        valid = rng.uniform(size=n) < 0.7
+        valid[0] = True
+        for name, reference in references.items():
+            reference.update(obs[name][valid].astype(np.float64))
+        stats = update(stats, obs, valid)
+    for name, reference in references.items():
+        np.testing.assert_allclose(stats.mean[name], reference.mean, rtol=1e-5)
+        np.testing.assert_allclose(stats.var[name], reference.var, rtol=1e-4)
+        np.testing.assert_allclose(stats.count, reference.count, rtol=1e-6)
+    obs = {"pixels": np.full((2, 2, 2), 7, np.uint8),
+           "privileged": rng.normal(size=(2, 4)).astype(np.float32),
+           "state": rng.normal(size=(2, 2, 3)).astype(np.float32)}
+    module = pipeline.apply(stats, obs)
+    assert module["pixels"].dtype == np.uint8
+    np.testing.assert_array_equal(module["pixels"], obs["pixels"])
+    for name, reference in references.items():
+        np.testing.assert_allclose(module[name], (obs[name] - reference.mean)
+                                   / np.sqrt(reference.var + 1e-8), rtol=1e-4, atol=1e-5)
+    actor_stats = connectors.select_stats(stats, ("state",))
+    assert sorted(actor_stats.mean) == ["state"]
+    np.testing.assert_array_equal(pipeline.apply(actor_stats, {"state": obs["state"]})["state"],
+                                  module["state"])
+    batch = connectors.normalize_batch(stats, _batch(obs, obs))
+    np.testing.assert_array_equal(batch.next_obs["privileged"], module["privileged"])
+
+
 def test_env_to_module_without_normalization_is_identity():
     pipeline = EnvToModule(normalize=False)
     stats = pipeline.init(2)
@@ -79,7 +122,7 @@ def test_env_to_module_without_normalization_is_identity():
 
 
 def _batch(obs, next_obs):
-    b = obs.shape[0]
+    b = jax.tree.leaves(obs)[0].shape[0]
     return Batch(obs=obs, action=jnp.zeros((b, 1)), reward=jnp.arange(b, dtype=jnp.float32),
                  next_obs=next_obs, discount=jnp.ones(b), n_step=jnp.ones(b, jnp.int32),
                  weights=jnp.ones(b), indices=jnp.arange(b))

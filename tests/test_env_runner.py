@@ -341,13 +341,19 @@ def test_gymnasium_cartpole_steps_with_integer_actions():
             assert (step.reward[0], step.terminated[0]) == (reward, terminated)
 
 
-@pytest.mark.parametrize("observation_space", [
-    gymnasium.spaces.Dict({"a": BOX_OBS, "b": gymnasium.spaces.Discrete(2)}),
-    gymnasium.spaces.Tuple((BOX_OBS, BOX_OBS)),
+@pytest.mark.parametrize("observation_space, message", [
+    (gymnasium.spaces.Dict({"a": BOX_OBS, "b": gymnasium.spaces.Discrete(2)}),
+     r"observation_space entry 'b' = Discrete\(2\) is not supported \(Discrete; a Dict's "
+     r"entries must be Boxes .*; otherwise flatten it first: .*flatten_structured_obs=True"),
+    (gymnasium.spaces.Dict({"a": BOX_OBS, "inner": gymnasium.spaces.Dict({"c": BOX_OBS})}),
+     r"observation_space entry 'inner' = Dict\('c': .*\) is not supported \(Dict; a "
+     r"Dict's entries must be Boxes .*flatten_structured_obs=True"),
+    (gymnasium.spaces.Tuple((BOX_OBS, BOX_OBS)),
+     r"is not supported without a flattening connector; supported: .*"
+     r"flatten_structured_obs=True"),
 ])
-def test_structured_obs_need_a_flattening_connector(observation_space):
-    with pytest.raises(ValueError, match=r"is not supported without a flattening connector; "
-                                         r"supported: .*flatten_structured_obs=True"):
+def test_structured_obs_need_a_flattening_connector(observation_space, message):
+    with pytest.raises(ValueError, match=message):
         _spaces_runner(observation_space, BOX_ACT)
     with _spaces_runner(observation_space, BOX_ACT, flatten_structured_obs=True) as runner:
         obs_dim = gymnasium.spaces.flatdim(observation_space)

@@ -15,7 +15,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "jaxsac"
 
 LAYERS = (
     ("records", ("types", "checks")),
-    ("fields", ("field_roles", "learner_fields")),
+    ("observations", ("observations",)),
+    ("fields", ("field_roles", "learner_fields", "runner_fields")),
     ("config", ("config",)),
     ("components", ("envs", "networks", "noise", "connectors", "agents", "logger",
                     "distributed", "compilation", "tuned", "random_bits", "storage",

@@ -17,6 +17,7 @@ from mujoco_playground._src import mjx_env
 
 import jaxsac
 from jaxsac import envs
+from jaxsac.assembly import assemble, init_state
 from jaxsac.envs import AutoReset, menagerie, playground, randomization
 
 # task -> (Menagerie robot folder, the robot's own model file in it)
@@ -63,7 +64,8 @@ def test_locomotion_tasks_load_their_robots_from_the_asset_packages(offline, tas
     for name, vertices in ours.items():
         np.testing.assert_array_equal(vertices, own[name])
     sizes = registry.load(task, config_overrides={"impl": "jax"}).observation_size
-    assert env.observation_space.shape == sizes["state"]
+    assert list(env.observation_space.spaces) == ["state"]  # obs_keys keeps that entry
+    assert env.observation_space["state"].shape == sizes["state"]
     assert env.max_episode_steps == registry.get_default_config(task).episode_length == 1000
     # A policy's [-1, 1] action is what the task scales into position targets (not the
     # actuators' control range, which the dm_control suite's actions are in).
@@ -141,13 +143,19 @@ def _lockstep(env, own):
 def _check_lockstep(ours, theirs, terminates: bool, truncates_at: int | None):
     first, obs, reward, terminated, truncated = ours
     own_first, own_obs, own_reward, own_done = theirs
-    flat = lambda o: np.concatenate([o["privileged_state"], o["state"]], axis=-1)  # noqa: E731
-    np.testing.assert_array_equal(first, flat(own_first))
-    np.testing.assert_array_equal(obs, flat(own_obs))
+    assert_same_entries(first, own_first)
+    assert_same_entries(obs, own_obs)
     np.testing.assert_array_equal(reward, own_reward)
     np.testing.assert_array_equal(terminated, own_done > 0)
     assert bool(terminated.any()) == terminates
     assert np.flatnonzero(truncated).tolist() == ([] if truncates_at is None else [truncates_at])
+
+
+def assert_same_entries(ours, theirs):
+    """Our dict observation holds every entry of Playground's, bit for bit."""
+    assert sorted(ours) == sorted(theirs) == ["privileged_state", "state"]
+    for name in theirs:
+        np.testing.assert_array_equal(ours[name], theirs[name])
 
 
 LONG_LOCKSTEP = ("T1JoystickRoughTerrain", "G1JoystickFlatTerrain", "G1JoystickRoughTerrain",
@@ -160,14 +168,15 @@ LONG_LOCKSTEP = ("T1JoystickRoughTerrain", "G1JoystickFlatTerrain", "G1JoystickR
     pytest.param(task, marks=pytest.mark.long) if task in LONG_LOCKSTEP else task
     for task in ROBOTS])
 def test_a_locomotion_task_steps_as_playground_does(offline, task):
-    """Observations (the sorted dict entries, privileged_state then state), rewards and
+    """Observations (the dict's entries, privileged_state and state), rewards and
     terminations equal Playground's own step's; a robot turned upside down is
     terminated (Playground's fall); the step that reaches the 1,000-step episode_length
     is truncated and not terminated."""
     env = envs.make("playground/" + task)
     own = registry.load(task, config_overrides={"impl": "jax"})
     sizes = own.observation_size
-    assert env.observation_space.shape == (sizes["privileged_state"][0] + sizes["state"][0],)
+    assert {k: space.shape for k, space in env.observation_space.spaces.items()} == {
+        k: sizes[k] for k in ("privileged_state", "state")}
     run = _lockstep(env, own)
     actions = jax.random.uniform(jax.random.key(1), (LOCKSTEP_STEPS, env.action_space.shape[0]),
                                  minval=-1.0, maxval=1.0)
@@ -224,7 +233,6 @@ def test_randomized_envs_step_as_brax_wrapper_steps_them():
     actions = jax.random.uniform(jax.random.key(8), (2, env.action_space.shape[0]),
                                  minval=-1.0, maxval=1.0)
     autoreset = AutoReset(env)
-    flat = lambda o: np.concatenate([o["privileged_state"], o["state"]], axis=-1)  # noqa: E731
 
     def run(keys, actions):
         state, first = jax.vmap(autoreset.reset)(keys)
@@ -242,13 +250,32 @@ def test_randomized_envs_step_as_brax_wrapper_steps_them():
     ours, theirs = jax.jit(run).lower(keys, actions).compile(
         compiler_options=QUICK_COMPILE)(keys, actions)
     first, obs, reward, terminated, models, again_obs, again_models = ours
-    np.testing.assert_array_equal(first, flat(theirs[0]))
-    np.testing.assert_array_equal(obs, flat(theirs[1]))
+    assert_same_entries(first, theirs[0])
+    assert_same_entries(obs, theirs[1])
     np.testing.assert_array_equal(reward, theirs[2])
     np.testing.assert_array_equal(terminated, theirs[3] > 0)
-    np.testing.assert_array_equal(again_obs, flat(theirs[0]))
+    assert_same_entries(again_obs, theirs[0])
     assert all(np.array_equal(a, b) for a, b in zip(models, again_models, strict=True))
     assert all(not np.array_equal(leaf[0], leaf[1]) for leaf in models)
+
+
+def test_an_asymmetric_t1_run_gives_the_actor_state_and_the_critics_privileged_state():
+    """T1's actor reads `state` (85 entries) and its critics `privileged_state` (180),
+    each normalized on its own, both stored in the buffer once per step (the shapes of
+    the assembled run, nothing compiled)."""
+    config = jaxsac.SACConfig(env_id="playground/" + DR_TASK, num_envs=4, hidden_sizes=(32,),
+                              buffer_capacity=64, batch_size=8, normalize_obs=True,
+                              actor_obs_keys=("state",), critic_obs_keys=("privileged_state",),
+                              total_env_steps=64, learning_starts=8, log_every=32)
+    assembly = assemble(config)
+    shapes = jax.eval_shape(lambda key: init_state(assembly, key), jax.random.key(0))
+    assert {k: x.shape for k, x in shapes.buffer.obs.items()} == {
+        "privileged_state": (64, 180), "state": (64, 85)}
+    assert {k: x.shape for k, x in shapes.runner.obs_norm.mean.items()} == {
+        "privileged_state": (180,), "state": (85,)}
+    actor = shapes.learner.actor_params["params"]["MLP_0"]["Dense_0"]["kernel"]
+    critic = shapes.learner.critic_params["params"]["VmapMLP_0"]["Dense_0"]["kernel"]
+    assert actor.shape == (85, 32) and critic.shape == (2, 180 + 23, 32)
 
 
 def test_domain_randomization_needs_a_playground_task_with_a_randomizer():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 
+import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -159,19 +160,30 @@ class _DictObservation:
         return self._with_dict(self.env.step(state.replace(obs=state.obs["state"]), action))
 
 
-def test_dict_observations_flatten_or_select_by_key(own):
+def test_dict_observations_stay_dicts_of_the_selected_keys(own):
     task = _DictObservation(own)
     key = jax.random.key(0)
     raw = task.reset(key).obs
-    selected = PlaygroundEnv(task, obs_keys=("privileged_state", "state"))
-    assert selected.observation_space.shape == (5 + 2 + 5,)
-    np.testing.assert_array_equal(selected.reset(key)[1], np.concatenate(
-        [raw["privileged_state"], raw["state"]]))
-    everything = PlaygroundEnv(task)  # all keys, sorted
-    np.testing.assert_array_equal(everything.reset(key)[1], np.concatenate(
-        [np.zeros(6), raw["privileged_state"], raw["state"]]))
+    selected = PlaygroundEnv(task, obs_keys=("state", "privileged_state"))  # any order
+    assert selected.observation_space == gymnasium.spaces.Dict({
+        "privileged_state": gymnasium.spaces.Box(-np.inf, np.inf, (7,), np.float32),
+        "state": gymnasium.spaces.Box(-np.inf, np.inf, (5,), np.float32)})
+    obs = selected.reset(key)[1]
+    assert sorted(obs) == ["privileged_state", "state"]
+    for name in obs:
+        np.testing.assert_array_equal(obs[name], raw[name])
+    everything = PlaygroundEnv(task)  # all keys
+    assert sorted(everything.reset(key)[1]) == ["pixels", "privileged_state", "state"]
+    # The flat features: gymnasium's flattening of the Dict space (sorted keys).
+    spec = jaxsac.observations.obs_spec(everything.observation_space)
+    all_obs = everything.reset(key)[1]
+    np.testing.assert_array_equal(
+        jaxsac.observations.flat_features(jax.tree.map(lambda x: x[None], all_obs))[0],
+        gymnasium.spaces.flatten(everything.observation_space,
+                                 {k: np.asarray(v) for k, v in all_obs.items()}))
+    assert spec.dim == 6 + 7 + 5
     state, obs, *_ = selected.step(selected.reset(key)[0], jnp.ones(1), key)
-    np.testing.assert_array_equal(obs[7:], own.step(own.reset(key), jnp.ones(1)).obs)
+    np.testing.assert_array_equal(obs["state"], own.step(own.reset(key), jnp.ones(1)).obs)
     with pytest.raises(ValueError, match=r"obs_keys=\('state', 'velocity'\) is invalid: "
                        r"must be .*\['pixels', 'privileged_state', 'state'\].*'velocity'"):
         PlaygroundEnv(task, obs_keys=("state", "velocity"))
@@ -213,6 +225,11 @@ def test_bad_input_fails_at_config_time(monkeypatch):
     with pytest.raises(ValueError, match=r"obs_keys=\('state',\) is invalid: must be None: "
                        "the env's observation is an array"):
         jaxsac.train(config.replace(env_id=ENV_ID, obs_keys=("state",)))
+    with pytest.raises(ValueError, match=r"SACConfig.critic_obs_keys=\('privileged_state',\) "
+                       r"is invalid: must be None for env_id='playground/CartpoleBalance', "
+                       r"whose observation is an array \(flat \[5\]\)"):
+        jaxsac.make_train(config.replace(env_id=ENV_ID, log_every=10,
+                                         critic_obs_keys=("privileged_state",)))
     with pytest.raises(ValueError, match=r"SACConfig.backend='gymnasium' is invalid"):
         jaxsac.train(config.replace(env_id=ENV_ID, backend="gymnasium"))
     with pytest.raises(ValueError, match=r"obs_keys=\(\) is invalid"):

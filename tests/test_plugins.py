@@ -49,17 +49,21 @@ def _batch(obs_dim: int, act_dim: int, size: int = 5, seed: int = 0) -> jaxsac.B
 
 
 class ToyEncoder(nn.Module):
-    """obs [B, obs_dim] -> tanh(obs W + b) [B, 4]."""
+    """obs tree [B, ...] -> tanh(x W + b) [B, 4], x the flat features [B, obs_dim]."""
 
     @nn.compact
     def __call__(self, obs):
-        return jnp.tanh(nn.Dense(4)(obs))
+        return jnp.tanh(nn.Dense(4)(jaxsac.observations.flat_features(obs)))
 
 
 def test_a_registered_encoder_feeds_the_actor_and_the_critics_and_is_trained():
-    networks.register_encoder("toy_tanh", lambda obs_dim: ToyEncoder())
+    seen = []
+    networks.register_encoder("toy_tanh", lambda obs_shapes: seen.append(obs_shapes)
+                              or ToyEncoder())
     config = jaxsac.SACConfig(encoder="toy_tanh", **SMALL)
     learner = jaxsac.make_learner(config, 3, 1)
+    # Each network's factory is given one observation's shapes.
+    assert seen == [jax.ShapeDtypeStruct((3,), jnp.float32)] * 2
     state = learner.init(jax.random.key(0))
     actor = state.actor_params["params"]
     assert actor["encoder"]["Dense_0"]["kernel"].shape == (3, 4)
@@ -82,10 +86,40 @@ def test_a_registered_encoder_feeds_the_actor_and_the_critics_and_is_trained():
                                   new["params"]["encoder"]["Dense_0"]["kernel"])
 
 
+def test_an_encoder_is_given_the_entries_its_network_reads():
+    """With a Dict observation the factory gets each entry's shape and dtype; with
+    actor_obs_keys / critic_obs_keys, each network's encoder its own entries only."""
+    spec = jaxsac.observations.ObsSpec(("pixels", "privileged", "state"),
+                                       ((2, 2, 1), (5,), (3,)), ("uint8", "float32", "float32"))
+    seen = []
+    networks.register_encoder("toy_tanh", lambda obs_shapes: seen.append(obs_shapes)
+                              or ToyEncoder())
+    config = jaxsac.SACConfig(encoder="toy_tanh", actor_obs_keys=("state",),
+                              critic_obs_keys=("privileged", "pixels"), **SMALL)
+    learner = jaxsac.make_learner(config, spec, 1)
+    assert seen == [{"state": jax.ShapeDtypeStruct((3,), jnp.float32)},
+                    {"pixels": jax.ShapeDtypeStruct((2, 2, 1), jnp.uint8),
+                     "privileged": jax.ShapeDtypeStruct((5,), jnp.float32)}]
+    state = learner.init(jax.random.key(0))
+    assert state.actor_params["params"]["encoder"]["encoder"]["Dense_0"]["kernel"].shape \
+        == (3, 4)
+    assert state.critic_params["params"]["encoder"]["encoder"]["Dense_0"]["kernel"].shape \
+        == (4 + 5, 4)
+    # The policy acts on the actor's entry alone.
+    obs = {"state": jnp.asarray(np.random.default_rng(2).normal(size=(6, 3)), jnp.float32)}
+    enc = state.actor_params["params"]["encoder"]["encoder"]["Dense_0"]
+    features = np.tanh(np.asarray(obs["state"], np.float64) @ np.asarray(enc["kernel"])
+                       + np.asarray(enc["bias"]))
+    expected = np.tanh(numpy_sac.actor(
+        {"params": {"MLP_0": state.actor_params["params"]["MLP_0"]}}, features)[0])
+    acted = learner.act(state.actor_params, obs, None, deterministic=True)
+    np.testing.assert_allclose(np.asarray(acted), expected, rtol=1e-5, atol=1e-6)
+
+
 def test_an_unregistered_encoder_or_a_bad_factory_is_named():
     with pytest.raises(ValueError, match=r"SACConfig.encoder='nope' is invalid.*'flat'"):
         jaxsac.make_learner(jaxsac.SACConfig(encoder="nope", **SMALL), 3, 1)
-    networks.register_encoder("not_a_module", lambda obs_dim: "conv")
+    networks.register_encoder("not_a_module", lambda obs_shapes: "conv")
     with pytest.raises(ValueError, match="'not_a_module' returned str"):
         jaxsac.make_learner(jaxsac.SACConfig(encoder="not_a_module", **SMALL), 3, 1)
 
@@ -347,7 +381,7 @@ def test_runs_with_registered_code_are_never_kept():
     mesh = jaxsac.sharding.default_mesh(jaxsac.SACConfig())
     own = jaxsac.SACConfig(**SMALL)
     assert kept_jax_loop(own, 1, mesh) is kept_jax_loop(own.replace(seed=3), 1, mesh)
-    networks.register_encoder("toy_tanh", lambda obs_dim: ToyEncoder())
+    networks.register_encoder("toy_tanh", lambda obs_shapes: ToyEncoder())
     plugged = own.replace(encoder="toy_tanh")
     first = kept_jax_loop(plugged, 1, mesh)
     assert first is not kept_jax_loop(plugged, 1, mesh) and first._period.description is None

@@ -676,6 +676,65 @@ def test_memory_per_step_is_one_observation_not_two():
     assert one_step <= per_step < one_step + 1  # + the 8 envs' last next_obs, amortised
 
 
+# --------------------------------------------------------------------------- dict observations
+
+
+def as_dict_obs(obs):
+    """A dict observation from `make_stream`'s obs [..., 3] ([env, unique id, noise]): a
+    float32 vector and a uint8 image [2, 2] made from the same numbers."""
+    obs = np.asarray(obs)
+    image = np.stack([obs[..., 0], obs[..., 1] % 251, obs[..., 1] % 7, obs[..., 0] + 1],
+                     axis=-1).reshape(*obs.shape[:-1], 2, 2).astype(np.uint8)
+    return {"image": image, "vec": obs.astype(np.float32)}
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_dict_observations_sample_as_the_brute_force_reference(prioritized):
+    """With a dict observation every leaf keeps its dtype in the buffer, and each sampled
+    transition's obs and next_obs are the dicts of the reference's rows."""
+    ring, num_envs, n_step, gamma = 6, 3, (1, 4), 0.9
+    buf = episode_buffer(ring * num_envs, num_envs, 64, n_step=n_step, gamma=gamma,
+                         prioritized=prioritized)
+    add, sample = jax.jit(buf.add), jax.jit(buf.sample)
+    for seed in range(3):
+        stream = make_stream(seed, num_envs, 15, 4, 0.5, 0.2)
+        state = buf.init(example_step()._replace(obs=as_dict_obs(np.zeros(OBS_DIM)),
+                                                 next_obs=as_dict_obs(np.zeros(OBS_DIM))))
+        for step in stream:
+            state = add(state, step._replace(obs=as_dict_obs(step.obs),
+                                             next_obs=as_dict_obs(step.next_obs)))
+        assert state.obs["image"].dtype == np.uint8 and state.obs["vec"].dtype == np.float32
+        assert state.last_next_obs["image"].shape == (num_envs, 2, 2)
+        ref = Reference(stream, ring, gamma, *n_range(n_step))
+        assert int(state.num_valid) == len(ref.valid_starts())
+        batch = jax.tree.map(np.asarray, sample(state, jax.random.key(seed)))
+        for b in range(64):
+            env, t = int(batch.obs["vec"][b, 0]), ref.locate(batch.obs["vec"][b])
+            assert ref.is_valid(env, t)
+            k = int(batch.n_step[b])
+            assert k in ref.allowed_k(env, t)
+            reward, next_obs, discount = ref.transition(env, t, k)
+            for name, leaf in as_dict_obs(ref.rows[env][t].obs).items():
+                np.testing.assert_array_equal(batch.obs[name][b], leaf)
+            for name, leaf in as_dict_obs(next_obs).items():
+                np.testing.assert_array_equal(batch.next_obs[name][b], leaf)
+            np.testing.assert_allclose(batch.reward[b], reward, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(batch.discount[b], discount, rtol=1e-6, atol=0)
+            assert batch.indices[b] == ref.index(env, t)
+
+
+def test_a_dict_step_of_another_shape_is_named():
+    buf = episode_buffer(16, 2, 4)
+    state = buf.init(example_step()._replace(obs=as_dict_obs(np.zeros(OBS_DIM)),
+                                             next_obs=as_dict_obs(np.zeros(OBS_DIM))))
+    good = make_stream(0, 2, 1, 3, 0.5)[0]
+    good = good._replace(obs=as_dict_obs(good.obs), next_obs=as_dict_obs(good.next_obs))
+    bad = good._replace(obs={**good.obs, "image": np.zeros((2, 3, 2), np.uint8)})
+    with pytest.raises(ValueError, match=r"step\.obs has shape \{'image': \(2, 3, 2\), "
+                       r"'vec': \(2, 3\)\}; expected \{'image': \(2, 2, 2\), 'vec': \(2, 3\)\}"):
+        buf.add(state, bad)
+
+
 # --------------------------------------------------------------------------- bad input
 
 

@@ -80,9 +80,9 @@ def register_jax_env(env_id: str, constructor: Callable[..., JaxEnv],
     """Add a JAX env source: `make(env_id)` (and `SACConfig(env_id=env_id)`, on the JAX
     backend inside the compiled program) then builds `constructor(**kwargs)` wrapped in a
     time limit of `max_episode_steps`. The env follows the `JaxEnv` protocol (pure,
-    vmappable reset and step, gymnasium Box observation space). An id gymnasium knows
-    too then runs on the JAX backend under `backend="auto"`, as jaxsac's own JAX
-    versions of gymnasium's envs do. The registry lives in this process: register
+    vmappable reset and step, a gymnasium Box observation space or a Dict of Boxes). An id
+    gymnasium knows too then runs on the JAX backend under `backend="auto"`, as jaxsac's
+    own JAX versions of gymnasium's envs do. The registry lives in this process: register
     before building a run or loading its checkpoint; registering an id again replaces
     its constructor."""
     owner = "register_jax_env"

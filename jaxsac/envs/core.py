@@ -6,7 +6,8 @@ A `JaxEnv` is a pair of pure functions over an explicit state pytree, so it can 
     state, obs = env.reset(key)
     state, obs, reward, terminated, truncated = env.step(state, action, key)
 
-Shapes are for one env: obs [obs_dim] float32, action [act_dim] (in the env's own
+Shapes are for one env: obs [*obs_shape] for a Box observation space, or a dict of
+its entries for a Dict space (jaxsac.observations), action [act_dim] (in the env's own
 `action_space` units), reward [] float32, terminated / truncated [] bool. Time limits
 set `truncated`, never `terminated`.
 
@@ -31,7 +32,7 @@ EnvState = Any
 class JaxEnv(Protocol):
     """What runners need from a JAX-native environment (pure and vmappable)."""
 
-    observation_space: gymnasium.spaces.Box
+    observation_space: gymnasium.spaces.Box | gymnasium.spaces.Dict
     action_space: gymnasium.spaces.Box
 
     def reset(self, key: jax.Array) -> tuple[EnvState, jax.Array]: ...

@@ -13,6 +13,7 @@ import gymnasium
 import numpy as np
 
 from jaxsac import checks
+from jaxsac.observations import obs_spec
 
 
 class EnvFailureError(RuntimeError):
@@ -109,12 +110,14 @@ def gym_env_factory(env_id: str, **kwargs: Any) -> GymEnvFactory:
     return GymEnvFactory(env_id, tuple(sorted(kwargs.items())), spec)
 
 
-SUPPORTED_OBSERVATIONS = (
-    "supported: a Box observation space of any shape (flattened to float32); Dict, Tuple, "
-    "Discrete or MultiDiscrete observations must be flattened first: train on a factory "
-    "that wraps the env in gymnasium.wrappers.FlattenObservation "
+FLATTENING = (
+    "train on a factory that wraps the env in gymnasium.wrappers.FlattenObservation "
     "(jaxsac.envs.register_gym_env; a GymRunner built by hand flattens them with "
     "flatten_structured_obs=True)")
+SUPPORTED_OBSERVATIONS = (
+    "supported: a Box observation space of any shape (flattened to float32), or a Dict of "
+    "Boxes (each entry kept with its shape and dtype); Tuple, Discrete, MultiDiscrete or "
+    "nested observations must be flattened first: " + FLATTENING)
 
 
 def check_observation_space(observation_space: gymnasium.Space, env_name: str, *,
@@ -122,6 +125,12 @@ def check_observation_space(observation_space: gymnasium.Space, env_name: str, *
     """Raises `ValueError` saying what is supported when the observations are not
     (the action space is checked by `jaxsac.connectors.module_actions`)."""
     if isinstance(observation_space, gymnasium.spaces.Box):
+        return
+    if not flatten_structured_obs and isinstance(observation_space, gymnasium.spaces.Dict):
+        try:
+            obs_spec(observation_space, f"env {env_name!r}")
+        except ValueError as e:
+            raise ValueError(f"{e}; otherwise flatten it first: {FLATTENING}") from None
         return
     if not flatten_structured_obs:
         raise ValueError(
@@ -245,7 +254,9 @@ class CheckData(gymnasium.Wrapper):
         super().__init__(env)
         self._index, self._env_id = index, env_id
         self._steps = 0
-        self._shape = tuple(env.observation_space.shape or ())
+        space = env.observation_space
+        self._shape = (tuple(space.shape or ()) if not isinstance(space, gymnasium.spaces.Dict)
+                       else {k: tuple(entry.shape) for k, entry in space.spaces.items()})
 
     def _fail(self, what: str) -> None:
         raise EnvDataError(f"env {self._index} ({self._env_id!r}) {what} at its env step "
@@ -253,10 +264,21 @@ class CheckData(gymnasium.Wrapper):
                            "excluded)")
 
     def _check_obs(self, obs: Any, call: str) -> None:
-        array = np.asarray(obs)
-        if array.shape != self._shape:
-            self._fail(f"returned an observation of shape {array.shape} from {call}; its "
-                       f"observation_space has shape {self._shape}")
+        if isinstance(self._shape, dict):
+            if not isinstance(obs, dict) or set(obs) != set(self._shape):
+                got = sorted(obs) if isinstance(obs, dict) else type(obs).__name__
+                self._fail(f"returned an observation with keys {got} from {call}; its "
+                           f"Dict observation_space has keys {sorted(self._shape)}")
+            for key, shape in self._shape.items():
+                self._check_array(np.asarray(obs[key]), shape, call, f" entry {key!r}")
+            return
+        self._check_array(np.asarray(obs), self._shape, call, "")
+
+    def _check_array(self, array: np.ndarray, shape: tuple[int, ...], call: str,
+                     entry: str) -> None:
+        if array.shape != shape:
+            self._fail(f"returned an observation{entry} of shape {array.shape} from {call}; "
+                       f"its observation_space has shape {shape}")
         if np.issubdtype(array.dtype, np.floating) and not np.all(np.isfinite(array)):
             self._fail(f"returned a non-finite observation {array.tolist()} from {call}")
         if np.issubdtype(array.dtype, np.floating) and not np.all(_finite_as_float32(array)):

@@ -17,9 +17,11 @@ Episode ends, the way jaxsac's runners need them (not brax's training wrappers):
   with the next episode's first observation; jaxsac's NEXT_STEP autoreset resets on
   the following step instead.
 
-Observations: an array observation is flattened; a dict one (e.g. {"state": ...,
-"privileged_state": ...}) is the concatenation of the flattened entries named by
-`obs_keys`, in that order (all keys, sorted, when None). Actions: the Box of the
+Observations: an array observation is flattened (a Box); a dict one (e.g. {"state": ...,
+"privileged_state": ...}) stays a dict (a gymnasium Dict of Boxes), of the entries named
+by `obs_keys` (all of them when None); the "flat" encoder concatenates its entries in
+sorted key order, and `SACConfig.actor_obs_keys` / `critic_obs_keys` give the actor and
+the critics each their own entries (asymmetric actor-critic). Actions: the Box of the
 actuators' control ranges when the action is the control vector (every dm_control
 suite task); otherwise Playground's convention for actions that are not raw controls,
 [-1, 1] per dimension (the locomotion and manipulation tasks, SCALED_ACTION_FAMILIES).
@@ -89,9 +91,9 @@ def episode_length(env_id: str) -> int:
     return int(_registry().get_default_config(task_name(env_id)).episode_length)
 
 
-def flatten_observation(obs: Any, obs_keys: tuple[str, ...] | None, owner: str) -> Any:
-    """[obs_dim] of one env's observation: an array flattened, or a dict's entries named by
-    `obs_keys` (all, sorted, when None) flattened and concatenated in that order."""
+def select_observation(obs: Any, obs_keys: tuple[str, ...] | None, owner: str) -> Any:
+    """One env's observation as jaxsac keeps it: an array flattened to float32 [obs_dim],
+    or a dict's entries named by `obs_keys` (all when None), each as it is."""
     if not isinstance(obs, Mapping):
         if obs_keys is not None:
             checks.fail(owner, "obs_keys", obs_keys,
@@ -103,7 +105,17 @@ def flatten_observation(obs: Any, obs_keys: tuple[str, ...] | None, owner: str) 
         checks.fail(owner, "obs_keys", obs_keys,
                     f"a non-empty tuple of the observation's keys {sorted(obs)}"
                     + (f" (no key {missing[0]!r})" if missing else ""))
-    return jnp.concatenate([jnp.reshape(obs[k], (-1,)).astype(jnp.float32) for k in keys])
+    return {k: obs[k] for k in keys}
+
+
+def _observation_space(abstract_obs: Any) -> gymnasium.Space:
+    """A Box of the flat observation, or a Dict of unbounded Boxes of a dict's entries."""
+    if not isinstance(abstract_obs, Mapping):
+        return gymnasium.spaces.Box(-np.inf, np.inf, shape=abstract_obs.shape,
+                                    dtype=np.float32)
+    return gymnasium.spaces.Dict({k: gymnasium.spaces.Box(-np.inf, np.inf, shape=x.shape,
+                                                          dtype=x.dtype)
+                                  for k, x in abstract_obs.items()})
 
 
 SCALED_ACTION_FAMILIES = ("mujoco_playground._src.locomotion",
@@ -128,7 +140,7 @@ def _action_space(env: Any) -> gymnasium.spaces.Box:
 class PlaygroundEnv:
     """A Playground `MjxEnv` as a JaxEnv (no time limit; `make` adds the task's).
 
-    obs [obs_dim] float32 (see `flatten_observation`), action [action_size] in
+    obs [obs_dim] float32 or a dict (see `select_observation`), action [action_size] in
     `action_space` units, reward [] float32, terminated [] bool (Playground's `done`),
     truncated [] bool (always False here). The state is Playground's own `State`; the
     step key is unused (a task draws its own randomness from the state's rng).
@@ -140,15 +152,14 @@ class PlaygroundEnv:
         self.name = name
         self.obs_keys = None if obs_keys is None else tuple(obs_keys)
         abstract = jax.eval_shape(env.reset, jax.random.key(0))
-        flat = jax.eval_shape(
-            lambda o: flatten_observation(o, self.obs_keys, f"PlaygroundEnv({name})"),
+        kept = jax.eval_shape(
+            lambda o: select_observation(o, self.obs_keys, f"PlaygroundEnv({name})"),
             abstract.obs)
-        self.observation_space = gymnasium.spaces.Box(
-            -np.inf, np.inf, shape=flat.shape, dtype=np.float32)
+        self.observation_space = _observation_space(kept)
         self.action_space = _action_space(env)
 
     def _obs(self, state: Any) -> jax.Array:
-        return flatten_observation(state.obs, self.obs_keys, f"PlaygroundEnv({self.name})")
+        return select_observation(state.obs, self.obs_keys, f"PlaygroundEnv({self.name})")
 
     def reset(self, key: jax.Array) -> tuple[Any, jax.Array]:
         state = self.env.reset(key)

@@ -1,13 +1,15 @@
 """SAC networks (flax.linen) and the three extension points built on them:
 
-    encoders   observation -> features (`Encoder`; "flat" by default), by name
+    encoders   observation tree -> features (`Encoder`; "flat" by default), by name
     critics    the critics, their TD target and loss (`CriticFamily`; "ensemble", "tqc",
                "categorical"), by name (`families`)
     heads      the action distribution of each kind of action space (`PolicyHead`),
                chosen from the action adapter's kind
 
-`policy_head(actions, settings, obs_dim)` assembles a head with the encoder and critic
-family the settings (`NetworkSettings`, the config's "networks" fields) name. Shapes: B
+`policy_head(actions, settings, obs)` assembles a head with the encoder and critic
+family the settings (`NetworkSettings`, the config's "networks" fields) name, for
+observations `obs` (a jaxsac.observations.ObsSpec), the actor and the critics each
+reading their own entries (`actor_obs_keys`, `critic_obs_keys`). Shapes: B
 the batch size, |A| the action dimension (Box) or the number of actions (Discrete), N
 the number of critics.
 """
@@ -21,6 +23,8 @@ from jaxsac.networks.critics import CriticFamily, EnsembleCritic, QEnsemble, ele
 from jaxsac.networks.encoders import (
     ENCODERS,
     Encoder,
+    KeyView,
+    encode,
     make_encoder,
     register_encoder,
     registered_encoders,
@@ -54,6 +58,7 @@ __all__ = [
     "ACTIVATIONS", "CRITICS", "DISCRETE_TARGET_ENTROPY_SCALE", "ENCODERS", "HEADS",
     "KERNEL_INIT", "LOG_STD_MAX", "LOG_STD_MIN", "MLP", "Actor", "CategoricalActor",
     "CategoricalCritic", "CategoricalHead", "CriticFamily", "Encoder", "EnsembleCritic",
+    "KeyView", "encode",
     "NetworkSettings", "PolicyHead", "QEnsemble", "Registry", "SquashedGaussianHead",
     "TQCCritic", "c51_projection", "categorical_log_probs", "deterministic_action",
     "element_loss", "hl_gauss_probs", "init_networks", "make_critic", "make_encoder",

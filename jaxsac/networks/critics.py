@@ -3,8 +3,9 @@ that fits them, chosen by name (`SACConfig.critic`) at assembly.
 
 The contract (`CriticFamily`) is what the learner and the policy heads need:
 
-    params = family.init(key, obs [1, obs_dim], action [1, |A|] or None)
-    out = family.apply(params, obs [B, obs_dim], action [B, |A|] or None)
+    params = family.init(key, obs [1, ...], action [1, |A|] or None)
+    out = family.apply(params, obs [B, ...], action [B, |A|] or None)
+        (obs: an observation tree, jaxsac.observations)
         -> [N, B, *T] for Box actions, [N, B, |A|, *T] for Discrete ones (every
            action's): N ensemble members, T the family's trailing output shape (() for
            Q-values, (K,) for K quantiles, or K logits over a fixed support)
@@ -41,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxsac.networks.encoders import encode
 from jaxsac.networks.layers import MLP
 
 
@@ -68,10 +70,11 @@ class CriticFamily(Protocol):
 class QEnsemble(nn.Module):
     """N critics as one module: parameters carry a leading axis N.
 
-    Continuous (num_actions=0): `__call__(obs [B, obs_dim], action [B, |A|]) -> q [N, B]`.
-    Discrete (num_actions=|A|): `__call__(obs [B, obs_dim]) -> q [N, B, |A|]`, the value
-    of every action. `layer_norm`: LayerNorm after each hidden activation. `encoder`:
-    a flax module obs -> features the N critics share (None: obs itself). `outputs`:
+    Continuous (num_actions=0): `__call__(obs [B, ...], action [B, |A|]) -> q [N, B]`.
+    Discrete (num_actions=|A|): `__call__(obs [B, ...]) -> q [N, B, |A|]`, the value
+    of every action (obs: an observation tree). `layer_norm`: LayerNorm after each hidden
+    activation. `encoder`: a flax module obs -> features the N critics share (None: the
+    flat features, `encoders.encode`). `outputs`:
     0 for one value per action, K for K values (quantiles, logits), a trailing axis
     [N, B(, |A|), K].
 
@@ -92,7 +95,7 @@ class QEnsemble(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array | None = None) -> jax.Array:
-        features = obs if self.encoder is None else self.encoder(obs)
+        features = encode(self.encoder, obs)
         x = features if self.num_actions else jnp.concatenate([features, action], axis=-1)
         out_dim = (self.num_actions or 1) * max(self.outputs, 1)
         mlp_fields = (self.hidden_sizes, out_dim, self.activation, self.layer_norm)

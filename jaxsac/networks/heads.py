@@ -6,8 +6,9 @@ The contract (`PolicyHead`), with B the batch, |A| the action dimension (Box) or
 number of actions (Discrete), and out the critic family's output (jaxsac.networks.critics):
 
     head.actor, head.critic              the actor network and the CriticFamily
-    init(key, obs_dim) -> (actor_params, critic_params)
-    sample(actor_params, obs [B, obs_dim], key, noise=None) -> actions [B, *action shape]
+    init(key, obs) -> (actor_params, critic_params)  (obs: the ObsSpec of observations)
+    sample(actor_params, obs [B, ...], key, noise=None) -> actions [B, *action shape]
+        (obs: an observation tree, jaxsac.observations)
         (noise: a Box policy's ε [B, |A|] instead of white draws from key)
     mode(actor_params, obs) -> the deterministic actions [B, *action shape]
     q_taken(critic_params, obs, action [B, ...]) -> the critics' out at the taken
@@ -41,11 +42,12 @@ import jax.numpy as jnp
 
 from jaxsac.config import SACConfig
 from jaxsac.networks.critics import CriticFamily
-from jaxsac.networks.encoders import ENCODERS, make_encoder
+from jaxsac.networks.encoders import ENCODERS, encode, make_encoder
 from jaxsac.networks.families import CRITICS, make_critic
 from jaxsac.networks.layers import MLP
 from jaxsac.networks.registry import Registry
 from jaxsac.networks.settings import NetworkSettings
+from jaxsac.observations import ObsSpec, obs_spec
 
 LOG_STD_MIN = -5.0
 LOG_STD_MAX = 2.0
@@ -57,8 +59,9 @@ bound on two actions)."""
 
 
 class Actor(nn.Module):
-    """obs [..., obs_dim] -> (mean [..., |A|], log_std [..., |A|]), log_std clipped to
-    [log_std_min, log_std_max] (default [-5, 2]). `encoder`: obs -> features first."""
+    """obs [B, ...] (an observation tree) -> (mean [B, |A|], log_std [B, |A|]), log_std
+    clipped to [log_std_min, log_std_max] (default [-5, 2]). `encoder`: obs -> features
+    first (None: the flat features)."""
 
     act_dim: int
     hidden_sizes: Sequence[int] = (256, 256)
@@ -69,15 +72,15 @@ class Actor(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        features = obs if self.encoder is None else self.encoder(obs)
+        features = encode(self.encoder, obs)
         out = MLP(self.hidden_sizes, 2 * self.act_dim, self.activation)(features)
         mean, log_std = jnp.split(out, 2, axis=-1)
         return mean, jnp.clip(log_std, self.log_std_min, self.log_std_max)
 
 
 class CategoricalActor(nn.Module):
-    """obs [..., obs_dim] -> logits [..., |A|] of a categorical policy over |A| actions.
-    `encoder`: obs -> features first."""
+    """obs [B, ...] (an observation tree) -> logits [B, |A|] of a categorical policy over
+    |A| actions. `encoder`: obs -> features first (None: the flat features)."""
 
     num_actions: int
     hidden_sizes: Sequence[int] = (256, 256)
@@ -86,7 +89,7 @@ class CategoricalActor(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
-        features = obs if self.encoder is None else self.encoder(obs)
+        features = encode(self.encoder, obs)
         return MLP(self.hidden_sizes, self.num_actions, self.activation)(features)
 
 
@@ -135,7 +138,7 @@ class PolicyHead(Protocol):
     actor: nn.Module
     critic: CriticFamily
 
-    def init(self, key: jax.Array, obs_dim: int) -> tuple[Any, Any]: ...
+    def init(self, key: jax.Array, obs: ObsSpec | int) -> tuple[Any, Any]: ...
 
     def sample(self, actor_params: Any, obs: jax.Array, key: jax.Array,
                noise: jax.Array | None = None) -> jax.Array: ...
@@ -154,13 +157,14 @@ class PolicyHead(Protocol):
     def auto_target_entropy(self, scale: float | None) -> float: ...
 
 
-def init_networks(head: PolicyHead, key: jax.Array, obs_dim: int,
+def init_networks(head: PolicyHead, key: jax.Array, obs: ObsSpec | int,
                   action: jax.Array | None = None) -> tuple[Any, Any]:
     """(actor_params, critic_params) of `head`'s networks: the actor from one observation
-    [1, obs_dim] of zeros, the critics from it and `action` (a dummy action [1, |A|] for
-    critics of (s, a); None for critics of s alone)."""
+    [1, ...] of zeros (of the ObsSpec `obs`; an int d: [1, d] float32), the critics from
+    it and `action` (a dummy action [1, |A|] for critics of (s, a); None for critics of
+    s alone)."""
     actor_key, critic_key = jax.random.split(key)
-    obs = jnp.zeros((1, obs_dim), jnp.float32)
+    obs = obs_spec(obs, "init_networks").zeros((1,))
     return head.actor.init(actor_key, obs), head.critic.init(critic_key, obs, action)
 
 
@@ -172,8 +176,8 @@ class SquashedGaussianHead(NamedTuple):
     critic: CriticFamily
     act_dim: int
 
-    def init(self, key: jax.Array, obs_dim: int) -> tuple[Any, Any]:
-        return init_networks(self, key, obs_dim, jnp.zeros((1, self.act_dim), jnp.float32))
+    def init(self, key: jax.Array, obs: ObsSpec | int) -> tuple[Any, Any]:
+        return init_networks(self, key, obs, jnp.zeros((1, self.act_dim), jnp.float32))
 
     def sample(self, actor_params: Any, obs: jax.Array, key: jax.Array,
                noise: jax.Array | None = None) -> jax.Array:
@@ -212,8 +216,8 @@ class CategoricalHead(NamedTuple):
     critic: CriticFamily
     num_actions: int
 
-    def init(self, key: jax.Array, obs_dim: int) -> tuple[Any, Any]:
-        return init_networks(self, key, obs_dim)
+    def init(self, key: jax.Array, obs: ObsSpec | int) -> tuple[Any, Any]:
+        return init_networks(self, key, obs)
 
     def sample(self, actor_params: Any, obs: jax.Array, key: jax.Array,
                noise: None = None) -> jax.Array:
@@ -266,7 +270,7 @@ def _categorical(actions: Any, settings: NetworkSettings, critic: CriticFamily,
 
 
 HeadFactory = Callable[[Any, NetworkSettings, CriticFamily, Any], PolicyHead]
-"""(action adapter, settings, critic family, encoder or None) -> the head."""
+"""(action adapter, settings, critic family, the actor's encoder or None) -> the head."""
 
 HEADS = Registry("policy head", "register_policy_head", {
     "continuous": (_squashed_gaussian, False), "discrete": (_categorical, True)})
@@ -282,13 +286,16 @@ def register_policy_head(kind: str, factory: HeadFactory, *, critics_value_every
               "(actions, settings, critic, encoder) -> PolicyHead")
 
 
-def policy_head(actions: Any, settings: Any = None, obs_dim: int | None = None
+def policy_head(actions: Any, settings: Any = None, obs: ObsSpec | int | None = None
                 ) -> PolicyHead:
     """The head of an action adapter (`jaxsac.connectors.module_actions`), chosen by its
     `kind` ("continuous": SquashedGaussianHead over `actions.dim` entries, "discrete":
     CategoricalHead over `actions.dim` actions, or a registered kind), with the encoder
-    and critic family `settings` names, for observations of obs_dim entries (needed by
-    any encoder but the built-in "flat").
+    and critic family `settings` names, for observations `obs` (an ObsSpec, or an int d
+    for flat observations [d]; needed by any encoder but the built-in "flat", and by
+    `actor_obs_keys` / `critic_obs_keys`). The actor's encoder reads the observation's
+    entries `settings.actor_obs_keys`, the critics' `settings.critic_obs_keys` (None:
+    all of it).
 
     settings: a NetworkSettings, or anything holding its fields (a SACConfig); None:
     the defaults."""
@@ -296,9 +303,12 @@ def policy_head(actions: Any, settings: Any = None, obs_dim: int | None = None
     if actions.kind not in HEADS:
         HEADS.missing("policy_head", "actions.kind", actions.kind)
     factory, every_action = HEADS[actions.kind]
-    encoder = make_encoder(settings.encoder, obs_dim)
-    critic = make_critic(settings, actions.dim if every_action else 0, encoder)
-    head = factory(actions, settings, critic, encoder)
+    actor_encoder = make_encoder(settings.encoder, obs, settings.actor_obs_keys,
+                                 "actor_obs_keys")
+    critic_encoder = make_encoder(settings.encoder, obs, settings.critic_obs_keys,
+                                  "critic_obs_keys")
+    critic = make_critic(settings, actions.dim if every_action else 0, critic_encoder)
+    head = factory(actions, settings, critic, actor_encoder)
     if not isinstance(head, PolicyHead):
         raise ValueError(f"the policy head registered for kind {actions.kind!r} returned "
                          f"{type(head).__name__}, which lacks PolicyHead's members")

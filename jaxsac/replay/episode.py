@@ -11,7 +11,8 @@ here: `uniform_sampler` or `prioritized_sampler`.
 Storage. Each of the `num_envs` envs owns a time-ordered ring of `capacity // num_envs`
 slots; all envs advance in lockstep, so one `add` writes one slot of every ring. The
 flat row of env `e` at slot `s` is `s * num_envs + e` (these are `Batch.indices`). A row
-holds one observation, one action, the reward and a byte of flags (terminated,
+holds one observation (a pytree: every leaf its own rows), one action, the reward and
+a byte of flags (terminated,
 truncated, reset row); the observation after a row is the observation of the next row
 of the same env, and for each env's newest row it is kept aside in `last_next_obs`.
 With gymnasium's NEXT_STEP autoreset the row after an episode's last step is the reset
@@ -61,17 +62,22 @@ from jaxsac.types import Batch, Step
 def init(example_step: Step, *, capacity: int, num_envs: int,
          sampler: StartSampler) -> ReplayState:
     """An empty buffer of C rows for steps shaped like `example_step` (one unbatched
-    Step): obs [C, *obs_shape], action [C, *act_shape], and the sampler's empty trees."""
+    Step): obs [C, *obs_shape] (each leaf of an observation tree its own rows, in its
+    own dtype), action [C, *act_shape], and the sampler's empty trees."""
     check_example_step(example_step)
-    obs = jnp.asarray(example_step.obs)
     action = jnp.asarray(example_step.action)
     priority_sums, priority_mins = sampler.empty_trees()
+
+    def rows(leaf: Any, count: int) -> jax.Array:
+        leaf = jnp.asarray(leaf)
+        return jnp.zeros((count, *leaf.shape), leaf.dtype)
+
     return ReplayState(
-        obs=jnp.zeros((capacity, *obs.shape), obs.dtype),
+        obs=jax.tree.map(lambda x: rows(x, capacity), example_step.obs),
         action=jnp.zeros((capacity, *action.shape), action.dtype),
         reward=jnp.zeros((capacity,), jnp.float32),
         flags=jnp.zeros((capacity,), jnp.uint8),
-        last_next_obs=jnp.zeros((num_envs, *obs.shape), obs.dtype),
+        last_next_obs=jax.tree.map(lambda x: rows(x, num_envs), example_step.obs),
         write_slot=jnp.int32(0),
         filled_slots=jnp.int32(0),
         num_valid=jnp.int32(0),
@@ -141,12 +147,14 @@ def add(state: ReplayState, step: Step, *, num_envs: int,
                                   jnp.sum((overwritten_flags & NOT_A_START) == 0), 0)
     flags, not_a_start, failed = _row_flags(step, is_reset)
     state = state.replace(
-        obs=_write_rows(state.obs, step.obs, first_row),
+        obs=jax.tree.map(lambda rows, x: _write_rows(rows, x, first_row), state.obs,
+                         step.obs),
         action=_write_rows(state.action, step.action, first_row),
         reward=_write_rows(state.reward, step.reward, first_row),
         flags=_end_before_failures(_write_rows(state.flags, flags, first_row), failed,
                                    newest_rows, newest_flags, state.filled_slots > 0, ring),
-        last_next_obs=jnp.asarray(step.next_obs, state.last_next_obs.dtype),
+        last_next_obs=jax.tree.map(lambda old, x: jnp.asarray(x, old.dtype),
+                                   state.last_next_obs, step.next_obs),
         write_slot=(slot + 1) % ring,
         filled_slots=jnp.minimum(state.filled_slots + 1, ring),
         num_valid=(state.num_valid - overwritten_valid

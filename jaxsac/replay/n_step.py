@@ -20,9 +20,10 @@ def n_step_batch(state: ReplayState, start: jax.Array, n: jax.Array, gamma: Any,
                   num_envs: int, n_max: int, weights: jax.Array) -> Batch:
     """Builds the n-step transitions from start rows [B] and drawn n [B].
 
-    Gathers n_max rows of reward and flags and two observation rows per sample.
+    Gathers n_max rows of reward and flags and two observation rows per sample (of
+    every leaf of an observation tree).
     """
-    ring = state.obs.shape[0] // num_envs
+    ring = state.flags.shape[0] // num_envs
     env, slot = start % num_envs, start // num_envs
     offsets = jnp.arange(n_max, dtype=jnp.int32)
     walk_slots = (slot[:, None] + offsets) % ring  # [B, n_max]
@@ -46,11 +47,15 @@ def n_step_batch(state: ReplayState, start: jax.Array, n: jax.Array, gamma: Any,
 
     last_is_newest = jnp.any(at_last & is_newest, axis=1)
     next_row = ((slot + n_step) % ring) * num_envs + env
-    obs_extra_dims = (1,) * (state.obs.ndim - 1)
-    next_obs = jnp.where(last_is_newest.reshape(-1, *obs_extra_dims),
-                         state.last_next_obs[env], state.obs[next_row])
+
+    def next_obs_of(rows: jax.Array, last_next: jax.Array) -> jax.Array:
+        extra_dims = (1,) * (rows.ndim - 1)
+        return jnp.where(last_is_newest.reshape(-1, *extra_dims), last_next[env],
+                         rows[next_row])
+
+    next_obs = jax.tree.map(next_obs_of, state.obs, state.last_next_obs)
     return Batch(
-        obs=state.obs[start],
+        obs=jax.tree.map(lambda rows: rows[start], state.obs),
         action=state.action[start],
         reward=n_step_reward.astype(jnp.float32),
         next_obs=next_obs,

@@ -11,7 +11,7 @@ TERMINATED, TRUNCATED, RESET (a reset row: never the start of a transition) and 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -31,12 +31,14 @@ NOT_A_START = RESET | FAILED
 class ReplayState:
     """The buffer's state (a pytree). C = capacity, E = num_envs, row = slot * E + env.
 
-    obs: [C, *obs_shape] the observation each step was taken from.
+    obs: [C, *obs_shape] the observation each step was taken from (an observation tree:
+        [C, *shape] for each leaf, in the leaf's dtype).
     action: [C, *act_shape].
     reward: [C] float32.
     flags: [C] uint8, bit 0 terminated, bit 1 truncated, bit 2 reset row (not a start),
         bit 3 failed row (not a start, and no walk passes into it).
-    last_next_obs: [E, *obs_shape] the observation after each env's newest row.
+    last_next_obs: [E, *obs_shape] the observation after each env's newest row (a tree
+        like obs).
     write_slot: [] int32, the ring slot the next `add` writes.
     filled_slots: [] int32, slots written so far (at most C // E).
     num_valid: [] int32, rows that are valid starts (written, not reset rows).
@@ -47,11 +49,11 @@ class ReplayState:
     priority_updates: [] int32, calls of `update_priorities` (drives the beta schedule).
     """
 
-    obs: jax.Array
+    obs: Any
     action: jax.Array
     reward: jax.Array
     flags: jax.Array
-    last_next_obs: jax.Array
+    last_next_obs: Any
     write_slot: jax.Array
     filled_slots: jax.Array
     num_valid: jax.Array

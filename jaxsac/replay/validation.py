@@ -48,31 +48,39 @@ def check_settings(capacity, num_envs, batch_size, gamma, prioritized, alpha, be
 
 def check_example_step(example_step: Any) -> None:
     """`init`'s example: one unbatched Step, reward and flags scalars, next_obs shaped
-    like obs."""
+    like obs (the same tree of shapes)."""
     for name in Step._fields:
         if not hasattr(example_step, name):
             raise ValueError(f"init: example_step has no field {name!r}; expected a Step")
-    obs_shape = jnp.shape(example_step.obs)
+    obs_shape = _shapes(example_step.obs)
     for name, shape in (("reward", ()), ("terminated", ()), ("truncated", ()),
                         ("next_obs", obs_shape)):
-        got = jnp.shape(getattr(example_step, name))
+        got = _shapes(getattr(example_step, name))
         if got != shape:
             raise ValueError(
                 f"init: example_step.{name} has shape {got}; expected {shape} "
                 "(example_step is one unbatched Step; next_obs has the shape of obs)")
 
 
+def _shapes(tree: Any, batch: tuple[int, ...] = (), drop: int = 0) -> Any:
+    """The shape of an array, or {key: shape} of an observation tree: each without its
+    first `drop` axes, after the leading `batch` axes."""
+    if isinstance(tree, dict):
+        return {k: _shapes(v, batch, drop) for k, v in tree.items()}
+    return (*batch, *jnp.shape(tree)[drop:])
+
+
 def check_step(state: ReplayState, step: Any, num_envs: int) -> None:
     """`add`'s step: every field with leading axis num_envs (E), then the shape the
     buffer stores; `failed`, when present, [E]."""
-    obs_shape, act_shape = state.obs.shape[1:], state.action.shape[1:]
-    expected = {"obs": obs_shape, "action": act_shape, "reward": (), "terminated": (),
-                "truncated": (), "next_obs": obs_shape}
-    for name, item_shape in expected.items():
+    rows = (num_envs,)
+    obs_shapes = _shapes(state.obs, rows, drop=1)
+    expected = {"obs": obs_shapes, "action": (*rows, *state.action.shape[1:]),
+                "reward": rows, "terminated": rows, "truncated": rows, "next_obs": obs_shapes}
+    for name, want in expected.items():
         if not hasattr(step, name):
             raise ValueError(f"add: step has no field {name!r}; expected a Step")
-        got = tuple(jnp.shape(getattr(step, name)))
-        want = (num_envs, *item_shape)
+        got = _shapes(getattr(step, name))
         if got != want:
             raise ValueError(
                 f"add: step.{name} has shape {got}; expected {want} "

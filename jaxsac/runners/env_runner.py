@@ -5,10 +5,11 @@ envs' observations with the block's actor parameters and observation statistics,
 steps its `GymRunner`. The gymnasium loop (jaxsac.host_loop) keeps one in its own
 process; remote runners (jaxsac.runners.ray_runner) keep one in each Ray actor.
 
-Acting functions come from a picklable factory, `acting(obs_dim, actions) ->
+Acting functions come from a picklable factory, `acting(obs_spec, actions) ->
 {name: fn}`, each `fn(actor_params, obs_stats, raw_obs [T, obs_dim], root, iteration)
--> module actions [T, ...]` for the run's T envs (the loop's `acting_functions`), so a
-remote process builds the same functions as the learner's.
+-> module actions [T, ...]` for the run's T envs, raw_obs packed (`ObsSpec.pack`) (the
+loop's `acting_functions`), so a remote process builds the same functions as the
+learner's.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class EnvRunner:
             raise ValueError(f"EnvRunner: envs {first}..{first + gym_runner.num_envs - 1} of "
                              f"the runner lie outside the run's total_envs={self.total_envs}")
         self._rows = slice(first, first + gym_runner.num_envs)
-        self._acting = acting(gym_runner.obs_dim, gym_runner.actions)
+        self._acting = acting(gym_runner.obs_spec, gym_runner.actions)
 
     num_env_runner_restarts = 0  # the runner of this process is never replaced
 
@@ -63,7 +64,7 @@ class EnvRunner:
 
     @property
     def raw_obs(self) -> np.ndarray:
-        """[E, obs_dim] float32: the envs' current flattened observations."""
+        """[E, obs_dim] float32: the envs' current observations, packed."""
         return self.gym.raw_obs
 
     @property

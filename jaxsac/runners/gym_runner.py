@@ -23,6 +23,7 @@ from jaxsac.envs import (
     check_observation_space,
     gym_env_factory,
 )
+from jaxsac.observations import ObsSpec, obs_spec
 from jaxsac.runners.episodes import bookkeeping
 from jaxsac.types import EpisodeInfo, Step
 
@@ -50,10 +51,15 @@ class PackedRows:
     one iteration in one float32 row of `width` columns (obs, action, reward, terminated,
     truncated, next_obs, episode return, episode length, failed), so that a block of
     iterations reaches the device in one transfer. Bools are 0/1 and episode lengths
-    below 2**24 are exact in float32."""
+    below 2**24 are exact in float32. Observations are packed columns [obs_dim]
+    (`ObsSpec.pack`: a Box's flattened, a Dict's entries concatenated in sorted key
+    order); `unpack` gives them back as the observation trees of `obs_spec`.
 
-    def __init__(self, obs_dim: int, actions: connectors.ModuleActions):
-        self.obs_dim = obs_dim
+    obs: the observations' ObsSpec (an int d: flat [d] float32)."""
+
+    def __init__(self, obs: ObsSpec | int, actions: connectors.ModuleActions):
+        self.obs_spec = obs_spec(obs, "PackedRows")
+        self.obs_dim = self.obs_spec.dim
         self.actions = actions
 
     @property
@@ -62,8 +68,8 @@ class PackedRows:
 
     def pack(self, obs, action, reward, terminated, truncated, next_obs,
              episodes: EpisodeInfo, failed) -> np.ndarray:
-        """[E] fields of one iteration (obs and next_obs [E, obs_dim], action [E, *shape])
-        -> rows [E, width] float32."""
+        """[E] fields of one iteration (obs and next_obs packed [E, obs_dim], action
+        [E, *shape]) -> rows [E, width] float32."""
         num_envs = len(obs)
         return np.concatenate(
             [obs, np.reshape(action, (num_envs, -1)), reward[:, None], terminated[:, None],
@@ -98,15 +104,21 @@ class PackedRows:
          failed) = xp.split(packed, columns, axis=-1)
         terminated, truncated = terminated[..., 0] > 0, truncated[..., 0] > 0
         episode_length = episode_length[..., 0].astype(np.int32)
-        transition = Step(obs=obs, action=self.actions.from_columns(action),
+        transition = Step(obs=self.obs_spec.unpack(obs),
+                          action=self.actions.from_columns(action),
                           reward=reward[..., 0], terminated=terminated, truncated=truncated,
-                          next_obs=next_obs, failed=failed[..., 0] > 0)
+                          next_obs=self.obs_spec.unpack(next_obs), failed=failed[..., 0] > 0)
         # An episode ended at this row when it had real steps (episode_length is the
         # finished episode's length, 0 elsewhere).
         episodes = EpisodeInfo(done=(terminated | truncated) & (episode_length > 0),
                                episode_return=episode_return[..., 0],
                                episode_length=episode_length)
         return transition, episodes
+
+    def next_obs_columns(self, packed: np.ndarray) -> np.ndarray:
+        """Rows [..., E, width] -> their next observations, packed [..., E, obs_dim]."""
+        start = self.obs_dim + self.actions.columns + 3
+        return packed[..., start:start + self.obs_dim]
 
 
 class GymRunner:
@@ -122,7 +134,8 @@ class GymRunner:
         first_env_index ... first_env_index + num_envs - 1): envs are seeded and named by
         it, so N runners of E envs seed their envs as one runner of N·E does.
     flatten_structured_obs: wrap each env in gymnasium's `FlattenObservation`, the
-        flattening connector that Dict / Tuple / Discrete observations need.
+        flattening connector that Tuple / Discrete observations need (a Dict of Boxes is
+        kept as a dict without it; with it, flattened too).
 
     step_packed(actions [E, *actions.shape]: module actions, see
     `jaxsac.connectors.module_actions`) -> rows [E, packed_width] float32 on the
@@ -175,13 +188,14 @@ class GymRunner:
         self._vec_env = self._vector_env()
         self.observation_space = self._vec_env.single_observation_space
         self.action_space = self._vec_env.single_action_space
-        self.obs_dim = connectors.flat_obs_dim(self.observation_space)
+        self.obs_spec = obs_spec(self.observation_space, f"env {self.env_id!r}")
+        self.obs_dim = self.obs_spec.dim
         self.actions = connectors.module_actions(self.action_space, f"env {self.env_id!r}")
-        self.rows = PackedRows(self.obs_dim, self.actions)
+        self.rows = PackedRows(self.obs_spec, self.actions)
 
         obs, infos = self._vec_env.reset(seed=seed + first_env_index)
         self.num_env_restarts = _restarts_in(infos)
-        self._obs = connectors.flatten_obs(np.asarray(obs))
+        self._obs = self._packed(obs)
         self._needs_reset = np.zeros(num_envs, bool)
         self._episode_return = np.zeros(num_envs, np.float64)
         self._episode_length = np.zeros(num_envs, np.int64)
@@ -193,6 +207,13 @@ class GymRunner:
             return gymnasium.vector.SyncVectorEnv(self._env_fns, autoreset_mode=autoreset)
         return gymnasium.vector.AsyncVectorEnv(self._env_fns, autoreset_mode=autoreset,
                                                context="spawn")
+
+    def _packed(self, obs: Any) -> np.ndarray:
+        """The vector env's observations [E, ...] as packed float32 columns [E, obs_dim]."""
+        if not self.obs_spec.is_dict:
+            return connectors.flatten_obs(np.asarray(obs))
+        return self.obs_spec.pack(self.obs_spec.from_env(
+            {k: np.asarray(obs[k]) for k in self.obs_spec.keys}))
 
     @property
     def packed_width(self) -> int:
@@ -223,7 +244,8 @@ class GymRunner:
 
     @property
     def raw_obs(self) -> np.ndarray:
-        """[E, obs_dim] float32 on the host: the current flattened env observations."""
+        """[E, obs_dim] float32 on the host: the current env observations, packed
+        (`ObsSpec.pack`; a Box's flattened)."""
         return self._obs
 
     def step_packed(self, actions: Any) -> np.ndarray:
@@ -243,7 +265,7 @@ class GymRunner:
             return self._replace_vector_env(action, e)
         self._worker_deaths_in_a_row = 0
         self.num_env_restarts += _restarts_in(infos)
-        next_obs = connectors.flatten_obs(np.asarray(next_obs))
+        next_obs = self._packed(next_obs)
         done = terminated | truncated
         # A failed step ends the episode but is not one of its env steps.
         failed = _failed_in(infos, self.num_envs)
@@ -285,7 +307,7 @@ class GymRunner:
         packed = self.rows.pack(self._obs, action, zeros, ~failed, failed, self._obs, episodes,
                                 failed)
         self.resume_from(self._obs)
-        self._obs = connectors.flatten_obs(np.asarray(first_obs))
+        self._obs = self._packed(first_obs)
         return packed
 
     def _reset_rows_after_resume(self, action: np.ndarray) -> np.ndarray:

@@ -21,7 +21,8 @@ class HostRunner(Protocol):
 
     rows: the packing of one env step into a float32 row (`PackedRows`: obs_dim, the
         action adapter, width, and the jittable `unpack` the loop applies on the device).
-    num_envs: E. raw_obs: [E, obs_dim] float32, the envs' current flattened observations.
+    num_envs: E. raw_obs: [E, obs_dim] float32, the envs' current observations packed
+    (`rows.obs_spec.pack`: a Box's flattened, a Dict's entries concatenated).
     num_env_restarts, num_env_runner_restarts: faults recovered from so far (counters
         for the metrics row).
     """
@@ -48,7 +49,7 @@ class HostRunner(Protocol):
         jaxsac.host_loop.acting_functions) with these parameters and statistics."""
 
     def resume_from(self, obs: np.ndarray) -> None:
-        """Restart the envs with NEXT_STEP reset rows from `obs` [E, obs_dim] (a resumed
+        """Restart the envs with NEXT_STEP reset rows from `obs` [E, obs_dim] (packed; a resumed
         run's last next observations) before the next block."""
 
     def close(self) -> None:

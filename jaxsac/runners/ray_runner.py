@@ -36,6 +36,7 @@ import numpy as np
 
 from jaxsac import connectors
 from jaxsac.envs import EnvFailureError, GymEnvFactory
+from jaxsac.observations import obs_spec
 from jaxsac.runners.env_runner import ActingFactory, EnvRunner
 from jaxsac.runners.gym_runner import GymRunner, PackedRows
 
@@ -117,7 +118,7 @@ class RayEnvRunners:
         self.num_envs = num_runners * envs_per_runner
         self.sample_timeout_s = sample_timeout_s
         self.max_env_runner_restarts = max_env_runner_restarts
-        self.rows = PackedRows(connectors.flat_obs_dim(factory.observation_space),
+        self.rows = PackedRows(obs_spec(factory.observation_space, f"env {factory.env_id!r}"),
                                connectors.module_actions(factory.action_space))
 
         self.restarts = [0] * num_runners  # replacements of each runner
@@ -185,7 +186,7 @@ class RayEnvRunners:
                 blocks.append(self._replace(r, f"{type(e).__name__}: {e}", size))
                 continue
             envs = self._envs(r)
-            self._last_obs[envs] = self.rows.unpack(rows[-1])[0].next_obs
+            self._last_obs[envs] = self.rows.next_obs_columns(rows[-1])
             self._episode_return[envs], self._episode_length[envs] = (episode_return,
                                                                       episode_length)
             self._env_restarts[r] = env_restarts
