@@ -37,7 +37,9 @@ SIMBAV2_EXPANSION = 4
 
 def l2_normalize(x: jax.Array, axis: int = -1) -> jax.Array:
     """x / max(‖x‖₂, NORM_EPS) along `axis` (the hyperspherical normalization)."""
-    norm = jnp.linalg.norm(x, axis=axis, keepdims=True)
+    # The square root of the sum of squares, not jnp.linalg.norm: XLA's CPU runtime
+    # (jax 0.10) stalled on a whole training run whose projection used the latter.
+    norm = jnp.sqrt(jnp.sum(jnp.square(x), axis=axis, keepdims=True))
     return x / jnp.maximum(norm, NORM_EPS)
 
 
