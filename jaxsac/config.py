@@ -58,6 +58,7 @@ BACKENDS = ("auto", "jax", "gymnasium")
 ACTIVATIONS = ("relu", "tanh", "elu", "gelu", "silu", "leaky_relu")
 CRITIC_LOSSES = ("mse", "huber")
 CATEGORICAL_TARGETS = ("c51", "hl_gauss")
+NETWORK_BODIES = ("mlp", "bro", "simbav2")
 VECTORIZATIONS = ("sync", "async")
 POLICY_MAPPINGS = ("independent", "shared")
 PRNG_IMPLS = ("threefry2x32", "philox4x32")
@@ -70,10 +71,6 @@ class SACConfig:
     uniformly from {n_min, ..., n_max}. `target_entropy` is a float or "auto":
     −`target_entropy_ratio` · |A| for Box actions, `target_entropy_scale` · log|A| for
     Discrete ones.
-    `utd_ratio` is gradient steps per env step: each iteration (every env steps once)
-    takes `round(utd_ratio * num_envs)` gradient steps (Python's round, halves to even)
-    while that is at least one; when it rounds to zero (utd_ratio * num_envs <= 0.5), one
-    gradient step every `round(1 / (utd_ratio * num_envs))` iterations.
     """
 
     env_id: str = setting("Pendulum-v1", ENV, STRUCTURAL, check=Name("environment id"))
@@ -188,20 +185,22 @@ class SACConfig:
     num_q: int = setting(2, NETWORKS, STRUCTURAL, check=Int(1))
     """Critics in the ensemble; targets use their minimum."""
     utd_ratio: float = setting(1.0, SCHEDULE, check=POSITIVE)
-    """Gradient steps per env step (see the class docstring for how it is rounded)."""
+    """Gradient steps per env step (rounding: semantics.md "Warm-up and gradient-step schedule")."""
     target_network_update_freq: int = setting(1, LEARNER, check=Int(1))
     """Gradient steps between Polyak target updates."""
     policy_update_every: int = setting(1, LEARNER, check=Int(1))
     """Gradient steps between updates of the actor and α (FastSAC's, sbx's policy_delay);
     the critics update at every one."""
     hidden_sizes: tuple[int, ...] = setting((256, 256), NETWORKS, STRUCTURAL)
-    """Hidden layer sizes of the actor and of each critic."""
+    """Hidden layer sizes of the actor and each critic (bro, simbav2: equal, one block each)."""
+    network: Literal["mlp", "bro", "simbav2"] = setting(
+        "mlp", NETWORKS, STRUCTURAL, check=Choice(NETWORK_BODIES))
+    """The actor's and critics' body: "mlp", "bro" or "simbav2" (docs/semantics.md)."""
     activation: Literal["relu", "tanh", "elu", "gelu", "silu", "leaky_relu"] = setting(
         "relu", NETWORKS, STRUCTURAL, check=Choice(ACTIVATIONS))
     """Hidden-layer activation."""
     critic_layer_norm: bool = setting(False, NETWORKS, check=Bool())
-    """LayerNorm after each hidden activation of the critics (as brax's SAC for
-    Playground's tasks; steadier Q-values with large batches and high learning rates)."""
+    """network="mlp": LayerNorm after each hidden activation of the critics (brax's)."""
     encoder: str = setting("flat", NETWORKS, STRUCTURAL, check=Name("registered name"))
     """The encoder the actor and critics read observations through, by name: "flat" (the
     observation's entries flattened and concatenated) or a register_encoder one."""
@@ -214,11 +213,8 @@ class SACConfig:
     """The entries the critics read (None: all), e.g. ("privileged_state",) for an
     asymmetric actor-critic; each entry has its own normalization."""
     critic: str = setting("ensemble", NETWORKS, STRUCTURAL, check=Name("registered name"))
-    """The critic family, by name: "ensemble" (num_q Q-functions, their minimum as the
-    target), "tqc" (num_q quantile critics, docs/semantics.md "TQC"), "categorical"
-    (num_q distributions over a fixed support) or one added with
-    jaxsac.networks.register_critic. Another built-in family's settings stay at their
-    defaults."""
+    """The critic family, by name: "ensemble", "tqc", "categorical", "crossq"
+    (docs/semantics.md) or one added with jaxsac.networks.register_critic."""
     critic_loss: Literal["mse", "huber"] = setting("mse", NETWORKS, check=Choice(CRITIC_LOSSES))
     """critic="ensemble": ½x² ("mse") or Huber with δ = 1 ("huber")."""
     num_quantiles: int = setting(25, NETWORKS, STRUCTURAL, check=Int(1))
@@ -236,6 +232,10 @@ class SACConfig:
     """critic="categorical": the target projected onto the support ("c51") or HL-Gauss."""
     hl_gauss_sigma: float = setting(0.75, NETWORKS, check=POSITIVE)
     """categorical_target="hl_gauss": the normal's σ in atom spacings."""
+    batch_norm_momentum: float = setting(0.99, NETWORKS, check=Real(0.0, 1.0))
+    """critic="crossq": momentum of the batch renormalization's running statistics."""
+    batch_renorm_warmup: int = setting(100_000, NETWORKS, check=Int(0))
+    """critic="crossq": gradient steps of batch normalization before renormalization."""
     grad_clip: float | None = setting(None, LEARNER)
     """Global-norm gradient clipping, applied to each optimizer separately; None: off."""
 

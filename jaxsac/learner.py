@@ -34,6 +34,8 @@ from jaxsac.config import (
 )
 from jaxsac.connectors import ModuleActions
 from jaxsac.networks import PolicyHead, policy_head
+from jaxsac.networks.bodies import project_unit_kernels
+from jaxsac.networks.critics import has_target_network, split_state, with_state
 from jaxsac.observations import ObsSpec, obs_spec
 from jaxsac.types import Batch
 
@@ -71,7 +73,8 @@ class LearnerState:
 
     actor_params: Params
     critic_params: Params  # leaves with a leading axis N (one slice per critic)
-    target_critic_params: Params
+    target_critic_params: Params  # {} for a family without target critics (CrossQ)
+    critic_state: Any  # the critic family's state (CrossQ's batch statistics), else {}
     log_alpha: jax.Array  # []
     actor_opt_state: optax.OptState
     critic_opt_state: optax.OptState
@@ -97,19 +100,21 @@ class Learner(NamedTuple):
         noise=None)
         -> module actions [B, *action shape] (noise: ε [B, |A|] for a Box policy,
         jaxsac.noise).
-    loss(LossParams, target_critic_params, batch, key) -> (sum of the losses, aux dict).
+    loss(LossParams, target_critic_params, batch, key, critic_state={})
+        -> (sum of the losses, aux dict).
     """
 
     init: Callable[..., LearnerState]
     update: Callable[[LearnerState, Batch, jax.Array],
                      tuple[LearnerState, dict[str, jax.Array], jax.Array]]
     act: Callable[..., jax.Array]
-    loss: Callable[[LossParams, Params, Batch, jax.Array],
-                   tuple[jax.Array, dict[str, jax.Array]]]
+    loss: Callable[..., tuple[jax.Array, dict[str, jax.Array]]]
 
 
 def polyak(params: Params, target_params: Params, tau: jax.Array) -> Params:
-    """θ̄ ← τθ + (1 − τ)θ̄, leafwise."""
+    """θ̄ ← τθ + (1 − τ)θ̄, leafwise; no target critics ({}) stay none."""
+    if not jax.tree.leaves(target_params):
+        return target_params
     return jax.tree.map(lambda p, t: tau * p + (1.0 - tau) * t, params, target_params)
 
 
@@ -187,12 +192,14 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
 
     def init(key: jax.Array, hparams: Hyperparams | None = None) -> LearnerState:
         hparams = Hyperparams.from_config(config) if hparams is None else hparams
-        actor_params, critic_params = head.init(key, spec)
+        actor_params, critic_variables = head.init(key, spec)
+        critic_params, critic_state = split_state(critic_variables)
         log_alpha = jnp.log(hparams.initial_alpha).astype(jnp.float32)
         return LearnerState(
             actor_params=actor_params,
             critic_params=critic_params,
-            target_critic_params=critic_params,
+            target_critic_params=critic_params if has_target_network(head.critic) else {},
+            critic_state=critic_state,
             log_alpha=log_alpha,
             actor_opt_state=optimizer.init(actor_params),
             critic_opt_state=optimizer.init(critic_params),
@@ -207,11 +214,13 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
             return head.mode(actor_params, obs)
         return head.sample(actor_params, obs, key, noise)
 
-    def loss(params: LossParams, target_critic_params: Params, batch: Batch, key: jax.Array):
+    def loss(params: LossParams, target_critic_params: Params, batch: Batch, key: jax.Array,
+             critic_state: Any = None):
         """The three SAC losses at `params`, summed, with gradients routed by stop_gradient.
 
-        The critic family builds the target from the target critics at s' (no gradient)
-        and the critic loss at the stored action; the ensemble's target is
+        The critic family builds the target from the target critics at s' (no gradient;
+        CrossQ's from the online critics in one pass with (s, a)) and the critic loss at
+        the stored action; the ensemble's target is
         y = R + d·E_{a'~π}[min_i Q̄_i(s', a') − α log π(a'|s')]. Actor loss
         E_{a~π}[α log π(a|s) − value(s, a)] with the critics frozen (value: the family's,
         min_i Q_i for the ensemble); temperature loss −log α · (log π + H̄) with log π
@@ -219,23 +228,25 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
         actions, exact sums for Discrete ones. The critic loss reaches only the critics,
         the actor loss only the actor, the temperature loss only log α, so one
         `jax.grad` of the sum gives each optimizer exactly the gradient of its own loss.
+        critic_state: the family's state ({} or None for a family without one).
         Returns (sum, aux): aux holds each loss, td_error [B], q (the critics' output at
-        the stored actions, [N, B, *T]) and log_prob [B] (the log π term whose mean is
-        minus the policy's entropy).
+        the stored actions, [N, B, *T]), log_prob [B] (the log π term whose mean is
+        minus the policy's entropy) and critic_state (the family's state after the step).
         """
+        critic_state = {} if critic_state is None else critic_state
         target_key, policy_key = jax.random.split(key)
         alpha = jnp.exp(jax.lax.stop_gradient(params.log_alpha))
         frozen_actor = jax.lax.stop_gradient(params.actor_params)
-        next_out, entropy, probs = head.target_inputs(frozen_actor, target_critic_params,
-                                                      batch.next_obs, alpha, target_key)
+        q, next_out, entropy, probs, new_critic_state = head.critic_outputs(
+            frozen_actor, with_state(params.critic_params, critic_state), target_critic_params,
+            batch.obs, batch.action, batch.next_obs, alpha, target_key)
         target = jax.lax.stop_gradient(
             head.critic.td_target(batch.reward, batch.discount, next_out, entropy, probs))
 
-        q = head.q_taken(params.critic_params, batch.obs, batch.action)
         qf_loss, td_error = head.critic.loss(q, target, batch.weights)
         td_error = jax.lax.stop_gradient(td_error)
 
-        frozen_critic = jax.lax.stop_gradient(params.critic_params)
+        frozen_critic = jax.lax.stop_gradient(with_state(params.critic_params, critic_state))
         objective, log_prob = head.policy_objective(params.actor_params, frozen_critic,
                                                     batch.obs, alpha, policy_key)
         policy_loss = jnp.mean(objective)
@@ -245,21 +256,23 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
 
         aux = {"qf_loss": qf_loss, "policy_loss": policy_loss, "alpha_loss": alpha_loss,
                "td_error": td_error, "q": jax.lax.stop_gradient(q),
-               "log_prob": frozen_log_prob}
+               "log_prob": frozen_log_prob,
+               "critic_state": jax.lax.stop_gradient(new_critic_state)}
         return qf_loss + policy_loss + alpha_loss, aux
 
     def apply_gradients(params, grads, opt_state, learning_rate):
         updates, opt_state = optimizer.update(grads, opt_state, params)
         updates = jax.tree.map(lambda u: -learning_rate * u, updates)
-        return optax.apply_updates(params, updates), opt_state
+        return project_unit_kernels(optax.apply_updates(params, updates)), opt_state
 
     def critic_gradients(params: LossParams, target_critic_params: Params, batch: Batch,
-                         key: jax.Array) -> tuple[LossParams, dict[str, jax.Array]]:
+                         key: jax.Array, critic_state: Any
+                         ) -> tuple[LossParams, dict[str, jax.Array]]:
         """The gradient of the losses for the critics alone (zeros for the actor and
         log α, whose backward passes are not taken), with every loss's value."""
         grads, aux = jax.grad(
             lambda critic: loss(params._replace(critic_params=critic), target_critic_params,
-                                batch, key), has_aux=True)(params.critic_params)
+                                batch, key, critic_state), has_aux=True)(params.critic_params)
         zeros = jax.tree.map(jnp.zeros_like, params)
         return zeros._replace(critic_params=grads), aux
 
@@ -276,12 +289,12 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
         params = LossParams(state.actor_params, state.critic_params, state.log_alpha)
         if config.policy_update_every == 1:
             grads, aux = jax.grad(loss, has_aux=True)(
-                params, state.target_critic_params, batch, key)
+                params, state.target_critic_params, batch, key, state.critic_state)
         else:
             policy_due = (state.step + 1) % config.policy_update_every == 0
             grads, aux = jax.lax.cond(
                 policy_due, jax.grad(loss, has_aux=True), critic_gradients,
-                params, state.target_critic_params, batch, key)
+                params, state.target_critic_params, batch, key, state.critic_state)
 
         actor_params, actor_opt_state = apply_gradients(
             state.actor_params, grads.actor_params, state.actor_opt_state, hp.actor_lr)
@@ -312,6 +325,7 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
             actor_params=actor_params,
             critic_params=critic_params,
             target_critic_params=target_critic_params,
+            critic_state=aux["critic_state"],
             log_alpha=log_alpha,
             actor_opt_state=actor_opt_state,
             critic_opt_state=critic_opt_state,

@@ -4,9 +4,11 @@ policy's settings, the network sizes, each built-in critic family's own settings
 the observation entries the actor and critics read.
 
 A built-in critic family reads its own settings (CRITIC_FAMILY_FIELDS); with one of them
-chosen, another family's settings must keep their defaults, so a value set for a family
-that does not run is an error, not silently ignored. A registered family may read any
-field, so a name outside the table is not checked here.
+chosen, the settings only other families read must keep their defaults, so a value set
+for a family that does not run is an error, not silently ignored. A registered family
+may read any field, so a name outside the table is not checked here. The network bodies
+("bro", "simbav2") take equal hidden sizes and no critic LayerNorm; CrossQ, which has no
+target network, keeps the target-network settings at their defaults.
 """
 
 from __future__ import annotations
@@ -23,8 +25,12 @@ CRITIC_FAMILY_FIELDS = {
     "ensemble": ("critic_loss",),
     "tqc": ("num_quantiles", "quantiles_to_drop_per_net"),
     "categorical": ("num_atoms", "v_min", "v_max", "categorical_target", "hl_gauss_sigma"),
+    "crossq": ("critic_loss", "batch_norm_momentum", "batch_renorm_warmup"),
 }
-"""The SACConfig fields only one built-in critic family reads, by family."""
+"""The SACConfig fields that only some built-in critic families read, by family."""
+
+TARGET_NETWORK_FIELDS = ("tau", "target_network_update_freq")
+"""The settings of the target critics, which critic="crossq" has none of."""
 
 
 def check_learner_fields(c: Any) -> None:
@@ -47,12 +53,25 @@ def check_learner_fields(c: Any) -> None:
             or not all(checks.is_int(h) and h >= 1 for h in c.hidden_sizes)):
         checks.fail(OWNER, "hidden_sizes", c.hidden_sizes,
                     "a non-empty tuple of positive integers")
+    _check_network_body(c)
     _check_critic_family(c)
     for name in ("actor_obs_keys", "critic_obs_keys"):
         keys = getattr(c, name)
         if keys is not None and c.obs_keys is not None and not set(keys) <= set(c.obs_keys):
             checks.fail(OWNER, name, keys, f"None or keys among obs_keys={c.obs_keys} (the "
                         "entries the run keeps)")
+
+
+def _check_network_body(c: Any) -> None:
+    if c.network == "mlp":
+        return
+    if len(set(c.hidden_sizes)) != 1:
+        checks.fail(OWNER, "hidden_sizes", c.hidden_sizes,
+                    f"equal sizes (width,) * depth with network={c.network!r} (each entry "
+                    "is one residual block of the one width)")
+    if c.critic_layer_norm:
+        checks.fail(OWNER, "critic_layer_norm", c.critic_layer_norm,
+                    f"False with network={c.network!r} (its blocks normalize already)")
 
 
 def _check_temperature(c: Any) -> None:
@@ -80,7 +99,8 @@ def _check_critic_family(c: Any) -> None:
     defaults = {f.name: f.default for f in dataclasses.fields(c)}
     for family, names in CRITIC_FAMILY_FIELDS.items():
         for name in names:
-            if family != c.critic and getattr(c, name) != defaults[name]:
+            if (name not in CRITIC_FAMILY_FIELDS[c.critic]
+                    and getattr(c, name) != defaults[name]):
                 checks.fail(OWNER, name, getattr(c, name),
                             f"{defaults[name]!r} (the default) with critic={c.critic!r}: "
                             f"it is a setting of critic={family!r}")
@@ -90,6 +110,25 @@ def _check_critic_family(c: Any) -> None:
                     "quantiles would leave the target no atom)")
     if c.critic == "categorical":
         _check_support(c, defaults)
+    if c.critic == "crossq":
+        _check_crossq(c, defaults)
+
+
+def _check_crossq(c: Any, defaults: dict[str, Any]) -> None:
+    for name in TARGET_NETWORK_FIELDS:
+        if getattr(c, name) != defaults[name]:
+            checks.fail(OWNER, name, getattr(c, name),
+                        f"{defaults[name]!r} (the default) with critic='crossq': it sets the "
+                        "target critics, and CrossQ has none (its target comes from the "
+                        "online critics)")
+    for name, allowed in (("network", "mlp"), ("critic_layer_norm", False)):
+        if getattr(c, name) != allowed:
+            checks.fail(OWNER, name, getattr(c, name),
+                        f"{allowed!r} with critic='crossq' (its critics are MLPs normalized "
+                        "by batch renormalization)")
+    if not c.batch_norm_momentum < 1.0:
+        checks.fail(OWNER, "batch_norm_momentum", c.batch_norm_momentum,
+                    "a number in [0, 1) (at 1 the running statistics never move)")
 
 
 def _check_support(c: Any, defaults: dict[str, Any]) -> None:

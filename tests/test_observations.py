@@ -112,7 +112,7 @@ def test_asymmetric_critics_read_the_privileged_entries_and_the_actor_the_robots
     action = jnp.asarray(np.random.default_rng(2).uniform(-1, 1, (8, 2)), jnp.float32)
 
     def critic(o):
-        return head.q_taken(critic_params, o, action)
+        return head.critic.apply(critic_params, o, action)
 
     def actor(o):
         return head.actor.apply(actor_params, o)[0]

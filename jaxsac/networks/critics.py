@@ -20,13 +20,26 @@ The contract (`CriticFamily`) is what the learner and the policy heads need:
     family.loss(out_taken [N, B, *T], target, weights [B]) -> (loss [], td_error [B])
         td_error is what prioritized replay turns into priorities
 
+Two optional members (`taken_and_next`, the function, reads them):
+
+    family.taken_and_next(variables, target_variables, obs, action, next_obs, next_action)
+        -> (out at (s, a), out at (s', a'), the new state); without it, `apply` at
+        (s, a) with the online and at (s', a') with the target parameters
+    family.target_network: False for a family whose target is built from the online
+        critics (the learner then keeps no target copy, {})
+
+A family's state is its flax variables outside the "params" collection (CrossQ's
+"batch_stats"): not differentiated, optimized or copied into a target, passed back in
+with the parameters (`with_state`) and replaced by what `taken_and_next` returns.
+
 The policy head gives the family what only the policy knows (next actions, α log π,
 action probabilities); the family builds the target from them, so a distributional
 family projects or shifts its own support there. "ensemble" is the first family: N
 independent Q-functions, the minimum of them as the value and in the target
 (docs/semantics.md); "tqc" (jaxsac.networks.tqc) and "categorical"
-(jaxsac.networks.categorical_critic) are distributional. Another family plugs in by
-name (jaxsac.networks.families):
+(jaxsac.networks.categorical_critic) are distributional; "crossq"
+(jaxsac.networks.crossq) has batch renormalization and no target network. Another
+family plugs in by name (jaxsac.networks.families):
 
     jaxsac.networks.register_critic("mine", lambda settings, num_actions, encoder: Mine(...))
     config = jaxsac.SACConfig(critic="mine")
@@ -34,7 +47,7 @@ name (jaxsac.networks.families):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import flax.linen as nn
@@ -42,8 +55,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxsac.networks.bodies import BODIES
 from jaxsac.networks.encoders import encode
-from jaxsac.networks.layers import MLP
 
 
 @runtime_checkable
@@ -76,13 +89,13 @@ class QEnsemble(nn.Module):
     activation. `encoder`: a flax module obs -> features the N critics share (None: the
     flat features, `encoders.encode`). `outputs`:
     0 for one value per action, K for K values (quantiles, logits), a trailing axis
-    [N, B(, |A|), K].
+    [N, B(, |A|), K]. `network`: each critic's body by name (jaxsac.networks.bodies).
 
-    The parameters are those of `nn.vmap(MLP)`: created by it, so each critic has its
-    own initial draw, and stacked along axis 0 (the layout of every checkpoint). Without
-    LayerNorm the forward pass is the vmapped module, one batched pass over the critics.
-    With LayerNorm it applies each critic's slice in turn, which is faster on the CPU
-    (docs/performance.md, "The critic ensemble").
+    The parameters are those of `nn.vmap(body)` (`nn.vmap(MLP)` by default): created by
+    it, so each critic has its own initial draw, and stacked along axis 0 (the layout of
+    every checkpoint). Without LayerNorm the forward pass is the vmapped module, one
+    batched pass over the critics. With LayerNorm it applies each critic's slice in turn,
+    which is faster on the CPU (docs/performance.md, "The critic ensemble").
     """
 
     num_q: int = 2
@@ -92,6 +105,7 @@ class QEnsemble(nn.Module):
     layer_norm: bool = False
     encoder: nn.Module | None = None
     outputs: int = 0
+    network: str = "mlp"
 
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array | None = None) -> jax.Array:
@@ -99,8 +113,9 @@ class QEnsemble(nn.Module):
         x = features if self.num_actions else jnp.concatenate([features, action], axis=-1)
         out_dim = (self.num_actions or 1) * max(self.outputs, 1)
         mlp_fields = (self.hidden_sizes, out_dim, self.activation, self.layer_norm)
+        body = BODIES[self.network]
         critics = nn.vmap(
-            MLP,
+            body,
             variable_axes={"params": 0},
             split_rngs={"params": True},
             in_axes=None,
@@ -115,7 +130,7 @@ class QEnsemble(nn.Module):
             if held != self.num_q:
                 raise ValueError(f"QEnsemble(num_q={self.num_q}) was given the parameters "
                                  f"of {held} critics")
-            critic = MLP(*mlp_fields, parent=None)  # unbound: applied to each slice
+            critic = body(*mlp_fields, parent=None)  # unbound: applied to each slice
             q = jnp.stack([
                 critic.apply({"params": jax.tree.map(lambda p, i=i: p[i], stacked)}, x)
                 for i in range(self.num_q)])
@@ -130,6 +145,39 @@ def element_loss(kind: str, error: jax.Array) -> jax.Array:
     if kind == "huber":
         return optax.huber_loss(error, delta=1.0)
     return 0.5 * jnp.square(error)
+
+
+def split_state(variables: Any) -> tuple[Any, Any]:
+    """(parameters, state) of a family's variables: ({"params": ...}, the other flax
+    collections) for a dict of collections; (variables, {}) for anything else."""
+    if isinstance(variables, Mapping) and "params" in variables:
+        return ({"params": variables["params"]},
+                {name: value for name, value in variables.items() if name != "params"})
+    return variables, {}
+
+
+def with_state(params: Any, state: Any) -> Any:
+    """The variables `apply` takes: `params` with the collections of `state` ({}: params)."""
+    return {**params, **state} if state else params
+
+
+def has_target_network(family: Any) -> bool:
+    """Whether the learner keeps target critics for `family` (its `target_network`)."""
+    return bool(getattr(family, "target_network", True))
+
+
+def taken_and_next(family: Any, variables: Any, target_variables: Any, obs: jax.Array,
+                   action: jax.Array | None, next_obs: jax.Array,
+                   next_action: jax.Array | None) -> tuple[jax.Array, jax.Array, Any]:
+    """(out at (s, a) [N, B, *T], out at (s', a'), the family's new state): the family's
+    own `taken_and_next`, else `apply` with `target_variables` at (s', a') and with
+    `variables` at (s, a), the state as it was. action, next_action: None for critics
+    of s alone (every action's out)."""
+    joint = getattr(family, "taken_and_next", None)
+    if joint is not None:
+        return joint(variables, target_variables, obs, action, next_obs, next_action)
+    next_out = family.apply(target_variables, next_obs, next_action)
+    return family.apply(variables, obs, action), next_out, split_state(variables)[1]
 
 
 def network_init(family: Any, key: jax.Array, obs: jax.Array,

@@ -1,5 +1,5 @@
 """The critic families by name: what `SACConfig.critic` chooses among, the built-in ones
-("ensemble", "tqc", "categorical") and those added with `register_critic`.
+("ensemble", "tqc", "categorical", "crossq") and those added with `register_critic`.
 
     jaxsac.networks.register_critic("mine", lambda settings, num_actions, encoder: Mine(...))
     config = jaxsac.SACConfig(critic="mine")
@@ -13,6 +13,7 @@ from typing import Any
 from jaxsac import checks
 from jaxsac.networks.categorical_critic import CategoricalCritic
 from jaxsac.networks.critics import CriticFamily, EnsembleCritic, QEnsemble
+from jaxsac.networks.crossq import CrossQCritic, CrossQEnsemble
 from jaxsac.networks.registry import Registry
 from jaxsac.networks.settings import NetworkSettings
 from jaxsac.networks.tqc import TQCCritic
@@ -26,7 +27,7 @@ def _critic_networks(settings: NetworkSettings, num_actions: int, encoder: Any,
                      outputs: int = 0) -> QEnsemble:
     """The config's `num_q` critics with `outputs` values per action (0: one Q-value)."""
     return QEnsemble(settings.num_q, settings.hidden_sizes, settings.activation, num_actions,
-                     settings.critic_layer_norm, encoder, outputs)
+                     settings.critic_layer_norm, encoder, outputs, settings.network)
 
 
 def _ensemble(settings: NetworkSettings, num_actions: int, encoder: Any) -> EnsembleCritic:
@@ -52,8 +53,16 @@ def _categorical(settings: NetworkSettings, num_actions: int, encoder: Any
                              settings.hl_gauss_sigma)
 
 
+def _crossq(settings: NetworkSettings, num_actions: int, encoder: Any) -> CrossQCritic:
+    return CrossQCritic(CrossQEnsemble(settings.num_q, settings.hidden_sizes,
+                                       settings.activation, num_actions, encoder,
+                                       settings.batch_norm_momentum,
+                                       settings.batch_renorm_warmup), settings.critic_loss)
+
+
 CRITICS = Registry("critic family", "register_critic",
-                   {"ensemble": _ensemble, "tqc": _tqc, "categorical": _categorical})
+                   {"ensemble": _ensemble, "tqc": _tqc, "categorical": _categorical,
+                    "crossq": _crossq})
 
 
 def register_critic(name: str, factory: CriticFactory) -> None:

@@ -11,13 +11,15 @@ number of actions (Discrete), and out the critic family's output (jaxsac.network
         (obs: an observation tree, jaxsac.observations)
         (noise: a Box policy's ε [B, |A|] instead of white draws from key)
     mode(actor_params, obs) -> the deterministic actions [B, *action shape]
-    q_taken(critic_params, obs, action [B, ...]) -> the critics' out at the taken
-        actions [N, B, *T]
-    target_inputs(actor_params, critic_params, obs, alpha, key)
-        -> (next_out, entropy, probs), what the critic family's `td_target` takes at s':
-        the critics' out at a' ~ π with α log π(a'|s') [B] and probs None (one
+    critic_outputs(actor_params, critic_variables, target_variables, obs, action,
+                   next_obs, alpha, key)
+        -> (out_taken, next_out, entropy, probs, critic state): the critics' out at the
+        taken actions [N, B, *T] and what the family's `td_target` takes at s': the
+        critics' out at a' ~ π with α log π(a'|s') [B] and probs None (one
         reparameterised sample), or at every action with α log π(·|s') [B, |A|] and
-        π(·|s') [B, |A|] (an exact expectation)
+        π(·|s') [B, |A|] (an exact expectation); both from `critics.taken_and_next`
+        (the target critics at s' unless the family passes them jointly), which also
+        gives the family's new state
     policy_objective(actor_params, critic_params, obs, alpha, key)
         -> (actor loss per sample [B], log π term [B]: its mean is minus the entropy)
     auto_target_entropy(scale) -> the target entropy of target_entropy="auto" (scale: the
@@ -41,10 +43,10 @@ import jax
 import jax.numpy as jnp
 
 from jaxsac.config import SACConfig
-from jaxsac.networks.critics import CriticFamily
+from jaxsac.networks.bodies import BODIES
+from jaxsac.networks.critics import CriticFamily, taken_and_next
 from jaxsac.networks.encoders import ENCODERS, encode, make_encoder
 from jaxsac.networks.families import CRITICS, make_critic
-from jaxsac.networks.layers import MLP
 from jaxsac.networks.registry import Registry
 from jaxsac.networks.settings import NetworkSettings
 from jaxsac.observations import ObsSpec, obs_spec
@@ -61,7 +63,8 @@ bound on two actions)."""
 class Actor(nn.Module):
     """obs [B, ...] (an observation tree) -> (mean [B, |A|], log_std [B, |A|]), log_std
     clipped to [log_std_min, log_std_max] (default [-5, 2]). `encoder`: obs -> features
-    first (None: the flat features)."""
+    first (None: the flat features); `network`: the body (jaxsac.networks.bodies) by
+    name."""
 
     act_dim: int
     hidden_sizes: Sequence[int] = (256, 256)
@@ -69,28 +72,33 @@ class Actor(nn.Module):
     log_std_min: float = LOG_STD_MIN
     log_std_max: float = LOG_STD_MAX
     encoder: nn.Module | None = None
+    network: str = "mlp"
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         features = encode(self.encoder, obs)
-        out = MLP(self.hidden_sizes, 2 * self.act_dim, self.activation)(features)
+        body = BODIES[self.network]
+        out = body(self.hidden_sizes, 2 * self.act_dim, self.activation)(features)
         mean, log_std = jnp.split(out, 2, axis=-1)
         return mean, jnp.clip(log_std, self.log_std_min, self.log_std_max)
 
 
 class CategoricalActor(nn.Module):
     """obs [B, ...] (an observation tree) -> logits [B, |A|] of a categorical policy over
-    |A| actions. `encoder`: obs -> features first (None: the flat features)."""
+    |A| actions. `encoder`: obs -> features first (None: the flat features); `network`:
+    the body by name."""
 
     num_actions: int
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
     encoder: nn.Module | None = None
+    network: str = "mlp"
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
         features = encode(self.encoder, obs)
-        return MLP(self.hidden_sizes, self.num_actions, self.activation)(features)
+        body = BODIES[self.network]
+        return body(self.hidden_sizes, self.num_actions, self.activation)(features)
 
 
 def squashed_log_prob(pre_tanh: jax.Array, mean: jax.Array, log_std: jax.Array) -> jax.Array:
@@ -145,11 +153,9 @@ class PolicyHead(Protocol):
 
     def mode(self, actor_params: Any, obs: jax.Array) -> jax.Array: ...
 
-    def q_taken(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array: ...
-
-    def target_inputs(self, actor_params: Any, critic_params: Any, obs: jax.Array,
-                      alpha: jax.Array, key: jax.Array
-                      ) -> tuple[jax.Array, jax.Array, jax.Array | None]: ...
+    def critic_outputs(self, actor_params: Any, critic_variables: Any, target_variables: Any,
+                       obs: jax.Array, action: jax.Array, next_obs: jax.Array,
+                       alpha: jax.Array, key: jax.Array) -> tuple[Any, ...]: ...
 
     def policy_objective(self, actor_params: Any, critic_params: Any, obs: jax.Array,
                          alpha: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]: ...
@@ -186,14 +192,14 @@ class SquashedGaussianHead(NamedTuple):
     def mode(self, actor_params: Any, obs: jax.Array) -> jax.Array:
         return deterministic_action(self.actor.apply(actor_params, obs)[0])
 
-    def q_taken(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
-        return self.critic.apply(critic_params, obs, action)
-
-    def target_inputs(self, actor_params: Any, critic_params: Any, obs: jax.Array,
-                      alpha: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array, None]:
-        mean, log_std = self.actor.apply(actor_params, obs)
-        action, log_prob = sample_action(mean, log_std, key)
-        return self.critic.apply(critic_params, obs, action), alpha * log_prob, None
+    def critic_outputs(self, actor_params: Any, critic_variables: Any, target_variables: Any,
+                       obs: jax.Array, action: jax.Array, next_obs: jax.Array,
+                       alpha: jax.Array, key: jax.Array) -> tuple[Any, ...]:
+        mean, log_std = self.actor.apply(actor_params, next_obs)
+        next_action, log_prob = sample_action(mean, log_std, key)
+        out, next_out, state = taken_and_next(self.critic, critic_variables, target_variables,
+                                              obs, action, next_obs, next_action)
+        return out, next_out, alpha * log_prob, None, state
 
     def policy_objective(self, actor_params: Any, critic_params: Any, obs: jax.Array,
                          alpha: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -229,17 +235,16 @@ class CategoricalHead(NamedTuple):
     def mode(self, actor_params: Any, obs: jax.Array) -> jax.Array:
         return jnp.argmax(self.actor.apply(actor_params, obs), axis=-1).astype(jnp.int32)
 
-    def q_taken(self, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
-        out = self.critic.apply(critic_params, obs)  # [N, B, |A|, *T]
-        index = action.reshape((1, -1, 1) + (1,) * (out.ndim - 3))
-        return jnp.take_along_axis(out, index, axis=2)[:, :, 0]
-
-    def target_inputs(self, actor_params: Any, critic_params: Any, obs: jax.Array,
-                      alpha: jax.Array, key: jax.Array
-                      ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def critic_outputs(self, actor_params: Any, critic_variables: Any, target_variables: Any,
+                       obs: jax.Array, action: jax.Array, next_obs: jax.Array,
+                       alpha: jax.Array, key: jax.Array) -> tuple[Any, ...]:
         del key  # exact expectation
-        probs, log_probs = categorical_log_probs(self.actor.apply(actor_params, obs))
-        return self.critic.apply(critic_params, obs), alpha * log_probs, probs
+        probs, log_probs = categorical_log_probs(self.actor.apply(actor_params, next_obs))
+        out, next_out, state = taken_and_next(self.critic, critic_variables, target_variables,
+                                              obs, None, next_obs, None)  # [N, B, |A|, *T]
+        index = action.reshape((1, -1, 1) + (1,) * (out.ndim - 3))
+        taken = jnp.take_along_axis(out, index, axis=2)[:, :, 0]
+        return taken, next_out, alpha * log_probs, probs, state
 
     def policy_objective(self, actor_params: Any, critic_params: Any, obs: jax.Array,
                          alpha: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -260,13 +265,14 @@ def _squashed_gaussian(actions: Any, settings: NetworkSettings, critic: CriticFa
     low, high = ((LOG_STD_MIN, LOG_STD_MAX) if settings.log_std_bounds is None
                  else settings.log_std_bounds)
     return SquashedGaussianHead(Actor(actions.dim, settings.hidden_sizes, settings.activation,
-                                      low, high, encoder), critic, actions.dim)
+                                      low, high, encoder, settings.network), critic, actions.dim)
 
 
 def _categorical(actions: Any, settings: NetworkSettings, critic: CriticFamily,
                  encoder: Any) -> CategoricalHead:
     return CategoricalHead(CategoricalActor(actions.dim, settings.hidden_sizes,
-                                            settings.activation, encoder), critic, actions.dim)
+                                            settings.activation, encoder, settings.network),
+                           critic, actions.dim)
 
 
 HeadFactory = Callable[[Any, NetworkSettings, CriticFamily, Any], PolicyHead]

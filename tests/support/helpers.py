@@ -24,12 +24,14 @@ def leaves_equal(a, b) -> bool:
     return all(same(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
 
 
-def assert_gradients_routed(learner, params, target_critic_params, batch, key) -> None:
+def assert_gradients_routed(learner, params, target_critic_params, batch, key,
+                            critic_state=None) -> None:
     """The critic loss's gradient reaches only the critics, the actor loss's only the
-    actor, the temperature loss's only log α (`params`: the learner's LossParams)."""
+    actor, the temperature loss's only log α (`params`: the learner's LossParams;
+    `critic_state`: the critic family's state, if it has one)."""
     def grads(p):  # one compiled program for the three gradients
         return tuple(jax.grad(lambda q, n=name: learner.loss(
-            q, target_critic_params, batch, key)[1][n])(p)
+            q, target_critic_params, batch, key, critic_state)[1][n])(p)
             for name in ("qf_loss", "policy_loss", "alpha_loss"))
 
     def is_zero(tree):
