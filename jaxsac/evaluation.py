@@ -9,9 +9,11 @@ program at the end of each log period); gymnasium envs run on the host
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -52,18 +54,49 @@ def evaluate_returns(assembly: Assembly, actor_params: Any, obs_stats: Any, key:
     return jnp.moveaxis(total, 0, -1)
 
 
-def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
+class GymEvaluation(NamedTuple):
+    """What an evaluation on gymnasium envs reads, and all it reads (`gym_evaluation`
+    takes it from a config).
+
+    env: the evaluation env's factory (`envs.from_config(config, evaluation=True)`).
+    env_id: its id, for the warnings.
+    max_steps: the steps after which an episode ends: the env's own time limit, else
+        `eval_max_episode_steps` (truncated there).
+    timeout_s: `eval_timeout_s`, the wall-clock limit of one evaluation.
+    max_env_restarts: the restart budget of a failing env, as in training.
+    policy_for: (ObsSpec, ModuleActions) -> the jitted deterministic policy
+        (actor_params, obs_stats, obs [B, ...]) -> module actions [B, ...].
+    """
+
+    env: Any
+    env_id: str
+    max_steps: int
+    timeout_s: float
+    max_env_restarts: int
+    policy_for: Callable[[Any, connectors.ModuleActions], Callable]
+
+
+def gym_evaluation(config: SACConfig) -> GymEvaluation:
+    """The evaluation settings and pieces of one module of `config` on gymnasium envs."""
+    return GymEvaluation(
+        envs.from_config(config, evaluation=True), config.eval_env[0],
+        envs.time_limit(config, evaluation=True) or config.eval_max_episode_steps,
+        config.eval_timeout_s, config.max_env_restarts,
+        functools.partial(deterministic_policy, config))
+
+
+def evaluate_gymnasium(evaluation: GymEvaluation, actor_params: Any, key: jax.Array,
                        num_episodes: int, obs_stats: Any = None) -> np.ndarray:
     """Returns [num_episodes] of the deterministic policy on gymnasium envs, one episode
     per env, stepped on the host. obs_stats: the ObsNormState the policy normalizes with
     (a fresh one, the identity without normalize_obs, when None).
 
     An episode ends at the env's own time limit, or for an env without one after
-    `config.eval_max_episode_steps` steps (truncated there); episodes not finished
-    within `config.eval_timeout_s` seconds are dropped, with a warning.
+    `eval_max_episode_steps` steps (`evaluation.max_steps`; truncated there); episodes
+    not finished within `evaluation.timeout_s` seconds are dropped, with a warning.
 
     Env faults do not end the evaluation: an env that raises is rebuilt (up to
-    `config.max_env_restarts` times in a row, as in training) and its episode is
+    `evaluation.max_env_restarts` times in a row, as in training) and its episode is
     dropped, NaN in the returns; an env that keeps failing, or returns data that cannot
     be evaluated on (`EnvDataError`), drops the episodes not yet finished, with a
     warning naming it as an evaluation env. It never raises for an env's fault, so a
@@ -74,24 +107,23 @@ def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
     finished = np.zeros(num_episodes, bool)
     dropped = np.zeros(num_episodes, bool)
     try:
-        runner = GymRunner(envs.from_config(config, evaluation=True), num_episodes, "sync",
-                           config.max_env_restarts, seed)
+        runner = GymRunner(evaluation.env, num_episodes, "sync", evaluation.max_env_restarts,
+                           seed)
     except (EnvFailureError, EnvDataError) as error:
         _warn_dropped(error)
         return np.full(num_episodes, np.nan)
     try:
         spec = runner.obs_spec
-        policy = deterministic_policy(config, spec, runner.actions)
+        policy = evaluation.policy_for(spec, runner.actions)
         if obs_stats is None:
             obs_stats = connectors.init_obs_norm(spec)
         raw_obs = runner.raw_obs
-        cap = envs.time_limit(config, evaluation=True) or config.eval_max_episode_steps
-        deadline = time.monotonic() + config.eval_timeout_s
+        deadline = time.monotonic() + evaluation.timeout_s
         steps = 0
         while not finished.all():
             if time.monotonic() > deadline:
-                warnings.warn(f"evaluation of {config.eval_env[0]!r} took longer than "
-                              f"eval_timeout_s={config.eval_timeout_s}; its "
+                warnings.warn(f"evaluation of {evaluation.env_id!r} took longer than "
+                              f"eval_timeout_s={evaluation.timeout_s}; its "
                               f"{int((~finished).sum())} unfinished episode(s) are dropped "
                               "(eval_failures)", stacklevel=2)
                 dropped |= ~finished
@@ -101,7 +133,7 @@ def evaluate_gymnasium(config: SACConfig, actor_params: Any, key: jax.Array,
             steps += 1
             total += np.where(finished, 0.0, step.reward)
             dropped |= ~finished & step.failed
-            finished |= step.terminated | step.truncated | (steps >= cap)
+            finished |= step.terminated | step.truncated | (steps >= evaluation.max_steps)
             raw_obs = spec.pack(step.next_obs)
     except (EnvFailureError, EnvDataError) as error:
         _warn_dropped(error)
@@ -138,7 +170,8 @@ def evaluate(config: SACConfig, actor_params: Any, key: jax.Array, num_episodes:
         [K] returns, [num_agents, K] for a multi-agent env.
     """
     if envs.resolve_backend(config.eval_env[0], config.backend) == "gymnasium":
-        return evaluate_gymnasium(config, actor_params, key, num_episodes, obs_stats)
+        return evaluate_gymnasium(gym_evaluation(config), actor_params, key, num_episodes,
+                                  obs_stats)
     assembly = assemble(config)
     stats = obs_stats if obs_stats is not None else assembly.env_to_module.init(assembly.obs_spec)
     run = jax.jit(lambda p, s, k: evaluate_returns(assembly, p, s, k, num_episodes))

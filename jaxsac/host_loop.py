@@ -32,7 +32,7 @@ from jaxsac.assembly import (
     iteration_keys,
 )
 from jaxsac.config import SACConfig
-from jaxsac.evaluation import evaluate_gymnasium
+from jaxsac.evaluation import evaluate_gymnasium, gym_evaluation
 from jaxsac.iteration import absorb
 from jaxsac.learner import METRICS as LEARNER_METRICS
 from jaxsac.metrics import nan_learner_metrics, period_row
@@ -115,6 +115,7 @@ class HostLoop:
         self._started = False
         self._blocks: dict[tuple[Phase, int], Callable] = {}
         self._learner_metrics: list[dict[str, np.ndarray]] = []
+        self._evaluation = gym_evaluation(self.assembly.module_config)
 
     def init(self, key: jax.Array) -> TrainState:
         state = jax.jit(lambda key: init_state(self.assembly, key))(key)
@@ -198,7 +199,7 @@ class HostLoop:
             [np.atleast_1d(np.asarray(m[k])) for m in metrics]))) for k in LEARNER_METRICS}
         self._learner_metrics = []
         config = self.assembly.module_config
-        returns = evaluate_gymnasium(config, state.learner.actor_params,
+        returns = evaluate_gymnasium(self._evaluation, state.learner.actor_params,
                                      eval_key(state.key, period), config.eval_episodes,
                                      self.assembly.obs_stats(state))
         dropped = np.isnan(returns)
