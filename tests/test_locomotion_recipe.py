@@ -46,7 +46,9 @@ def test_the_humanoid_tasks_share_one_recipe():
     config = jaxsac.tuned("playground/T1JoystickFlatTerrain")
     assert round(config.utd_ratio * config.num_envs) == 8  # gradient steps per iteration
     assert config.critic == "categorical" and config.domain_randomization
-    assert config.normalize_obs and config.obs_keys == ("state",)
+    assert config.normalize_obs and config.obs_keys is None  # both entries kept
+    assert config.actor_obs_keys == ("state",)
+    assert config.critic_obs_keys == ("privileged_state",)
 
 
 def test_the_cpu_entry_is_the_t1_recipe_cut_in_size():
