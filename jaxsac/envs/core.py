@@ -53,7 +53,20 @@ class TimeLimitState:
     elapsed_steps: jax.Array  # [] int32, steps taken in this episode
 
 
-class TimeLimit:
+class Wrapper:
+    """A JAX env around `env`, with its spaces; `unwrapped` is the innermost env."""
+
+    def __init__(self, env: JaxEnv):
+        self.env = env
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+
+    @property
+    def unwrapped(self) -> JaxEnv:
+        return getattr(self.env, "unwrapped", self.env)
+
+
+class TimeLimit(Wrapper):
     """Truncates an episode after `max_episode_steps` steps, like gymnasium's TimeLimit."""
 
     def __init__(self, env: JaxEnv, max_episode_steps: int):
@@ -61,14 +74,8 @@ class TimeLimit:
             raise ValueError(
                 f"TimeLimit: max_episode_steps={max_episode_steps!r} is invalid: "
                 "must be an integer >= 1")
-        self.env = env
+        super().__init__(env)
         self.max_episode_steps = max_episode_steps
-        self.observation_space = env.observation_space
-        self.action_space = env.action_space
-
-    @property
-    def unwrapped(self) -> JaxEnv:
-        return getattr(self.env, "unwrapped", self.env)
 
     def reset(self, key: jax.Array) -> tuple[TimeLimitState, jax.Array]:
         env_state, obs = self.env.reset(key)
@@ -91,7 +98,7 @@ class AutoResetState:
     needs_reset: jax.Array  # [] bool, the last step ended the episode
 
 
-class AutoReset:
+class AutoReset(Wrapper):
     """Gymnasium's NEXT_STEP autoreset for a JAX env.
 
     The `step` after a terminated or truncated one resets the env instead of stepping
@@ -99,15 +106,6 @@ class AutoReset:
     terminated False, truncated False). `state.needs_reset` says whether the next step
     is such a reset step.
     """
-
-    def __init__(self, env: JaxEnv):
-        self.env = env
-        self.observation_space = env.observation_space
-        self.action_space = env.action_space
-
-    @property
-    def unwrapped(self) -> JaxEnv:
-        return getattr(self.env, "unwrapped", self.env)
 
     def reset(self, key: jax.Array) -> tuple[AutoResetState, jax.Array]:
         env_state, obs = self.env.reset(key)

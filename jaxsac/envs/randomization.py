@@ -26,7 +26,7 @@ from typing import Any
 import jax
 from flax import struct
 
-from jaxsac.envs.core import TimeLimit
+from jaxsac.envs.core import TimeLimit, Wrapper
 
 Randomizer = Callable[..., tuple[Any, Any]]
 """randomizer(mjx_model, rng=keys [E]) -> (model with [E, ...] drawn leaves, in_axes)."""
@@ -76,24 +76,18 @@ class RandomizedState:
     env_state: Any
 
 
-class DomainRandomized:
+class DomainRandomized(Wrapper):
     """A time-limited Playground task (TimeLimit(PlaygroundEnv)) whose every env steps
     its own model, drawn by `randomizer` when the env is first reset and kept across its
     episodes (`reset_episode`). Observations, actions and ends are the wrapped env's."""
 
     def __init__(self, env: TimeLimit, randomizer: Randomizer):
-        self.env = env
+        super().__init__(env)
         self.randomizer = randomizer
-        self.observation_space = env.observation_space
-        self.action_space = env.action_space
         self.max_episode_steps = env.max_episode_steps
         self.task = env.unwrapped.env  # Playground's MjxEnv, whose model is swapped
         self.base_model = self.task.mjx_model
         self.positions = drawn_positions(_in_axes(randomizer, self.base_model))
-
-    @property
-    def unwrapped(self) -> Any:
-        return self.env.unwrapped
 
     def draw_model(self, key: jax.Array) -> tuple[jax.Array, ...]:
         """One env's drawn leaves: the randomizer's model for the keys [key], unbatched."""

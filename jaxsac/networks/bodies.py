@@ -1,7 +1,7 @@
 """The network bodies the actor and the critics are built from, chosen by name
 (`SACConfig.network`): "mlp" (`layers.MLP`), "bro" (BRO's residual LayerNorm blocks) and
-"simbav2" (SimbaV2's hyperspherical blocks). Every body has MLP's fields and call:
-`Body(hidden_sizes, out_dim, activation, layer_norm)`, x [..., in] -> [..., out_dim].
+"simbav2" (SimbaV2's hyperspherical blocks). Every body is a `layers.Body`: the fields
+(hidden_sizes, out_dim, activation, layer_norm) and the call x [..., in] -> [..., out_dim].
 
 For "bro" and "simbav2" the width is hidden_sizes[0] and the depth (residual blocks) is
 len(hidden_sizes); the sizes must be equal (`learner_fields`). SimbaV2's linear layers
@@ -19,7 +19,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxsac.networks.layers import ACTIVATIONS, KERNEL_INIT, MLP
+from jaxsac.networks.layers import ACTIVATIONS, KERNEL_INIT, MLP, Body
 
 UNIT_KERNEL = "unit_kernel"
 """The parameter name of SimbaV2's unit-norm weights, which `project_unit_kernels` finds."""
@@ -60,16 +60,11 @@ def _unit_kernel_init(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.flo
     return l2_normalize(nn.initializers.orthogonal()(key, shape, dtype), axis=-2)
 
 
-class BROBody(nn.Module):
+class BROBody(Body):
     """BRO (Nauman et al. 2024, "Bigger, Regularized, Optimistic"): a stem
     Dense-LayerNorm-activation of width w = hidden_sizes[0], then len(hidden_sizes)
     residual blocks x + LN(Dense(act(LN(Dense(x))))), then a linear readout to out_dim.
     `layer_norm` is not read (every layer is normalized). x [..., in] -> [..., out_dim]."""
-
-    hidden_sizes: Sequence[int]
-    out_dim: int
-    activation: str = "relu"
-    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -109,7 +104,7 @@ class Scaler(nn.Module):
         return x * stored * (self.initial / self.scale)
 
 
-class SimbaV2Body(nn.Module):
+class SimbaV2Body(Body):
     """SimbaV2 (Lee et al. 2025, "Hyperspherical Normalization for Scalable Deep RL").
     w = hidden_sizes[0], L = len(hidden_sizes) blocks, h always on the unit sphere:
 
@@ -123,11 +118,6 @@ class SimbaV2Body(nn.Module):
     a bias: SimbaV2 bounds its output with reward scaling and a categorical head, which
     jaxsac leaves to the critic family. `layer_norm` is not read.
     x [..., in] -> [..., out_dim]."""
-
-    hidden_sizes: Sequence[int]
-    out_dim: int
-    activation: str = "relu"
-    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -148,5 +138,5 @@ class SimbaV2Body(nn.Module):
         return nn.Dense(self.out_dim, kernel_init=KERNEL_INIT)(readout)
 
 
-BODIES: dict[str, type[nn.Module]] = {"mlp": MLP, "bro": BROBody, "simbav2": SimbaV2Body}
+BODIES: dict[str, type[Body]] = {"mlp": MLP, "bro": BROBody, "simbav2": SimbaV2Body}
 """The network bodies by `SACConfig.network`."""

@@ -25,17 +25,23 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
 KERNEL_INIT = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
 
 
-class MLP(nn.Module):
-    """Dense layers with `activation` between them; the last layer is linear.
-    `layer_norm`: a LayerNorm after each hidden activation (brax's order).
-
-    x [..., in] -> [..., out_dim].
-    """
+class Body(nn.Module):
+    """The fields every network body has (jaxsac.networks.bodies): a body is built as
+    `Body(hidden_sizes, out_dim, activation, layer_norm)` and maps x [..., in] ->
+    [..., out_dim]."""
 
     hidden_sizes: Sequence[int]
     out_dim: int
     activation: str = "relu"
     layer_norm: bool = False
+
+
+class MLP(Body):
+    """Dense layers with `activation` between them; the last layer is linear.
+    `layer_norm`: a LayerNorm after each hidden activation (brax's order).
+
+    x [..., in] -> [..., out_dim].
+    """
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
