@@ -15,6 +15,7 @@ import jaxsac
 from jaxsac import checkpoint
 from jaxsac.envs import EnvFailureError
 from jaxsac.replay.state import FAILED, NOT_A_START, RESET, TRUNCATED
+from tests.support import dict_envs
 from tests.support.helpers import assert_counter_transitions_are_real, buffer_rows, leaves_equal
 from tests.support.ray_envs import (
     ALWAYS_DIES_ENV_ID,
@@ -199,3 +200,24 @@ def test_remote_runners_build_their_envs_with_a_registered_factory_and_its_kwarg
     # Every real transition pays 10 x the counter's reward, its new step count.
     np.testing.assert_array_equal(rows["reward"][start], 10.0 * rows["next_obs"][start][:, 0])
     np.testing.assert_array_equal(result.metrics["episode_return_mean"], [10.0 * 28])
+
+
+def test_remote_runners_with_a_dict_observation_train_bit_for_bit_as_the_local_loop(
+        ray_cluster):
+    """A Dict observation (a uint8 picture, two float entries) travels from the remote
+    runners as the local runner gives it: the same buffer rows, learner and statistics,
+    each entry normalized on its own, the picture kept uint8."""
+    dict_envs.register()
+    config = jaxsac.SACConfig(env_id=dict_envs.GYM_ID, backend="gymnasium", num_envs=4,
+                              seed=5, total_env_steps=240, learning_starts=80, log_every=80,
+                              host_block_steps=4, hidden_sizes=(16, 16), batch_size=16,
+                              normalize_obs=True, n_step=(1, 3), eval_episodes=1)
+    local = jaxsac.train(config, progress=False)
+    remote = jaxsac.train(config.replace(num_env_runners=2), progress=False)
+    assert remote.state.buffer.obs["pixels"].dtype == np.uint8
+    assert int(remote.state.learner.step) > 100
+    assert leaves_equal(local.state.learner, remote.state.learner)
+    assert leaves_equal(local.state.buffer, remote.state.buffer)
+    assert leaves_equal(local.state.runner, remote.state.runner)
+    np.testing.assert_array_equal(local.metrics["eval_return"], remote.metrics["eval_return"])
+
