@@ -6,6 +6,7 @@ import csv
 import os
 import shutil
 
+import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,6 +19,7 @@ from jaxsac.jax_loop import run_periods
 from jaxsac.learner import Hyperparams
 from jaxsac.metrics import AgentEpisodeStats, EpisodeStats
 from jaxsac.schedule import Schedule, num_periods
+from tests.support import dict_envs
 from tests.support.helpers import TINY, leaves_equal
 
 PENDULUM_BAR = -250.0
@@ -328,6 +330,60 @@ def test_train_logs_per_agent_columns_and_checkpoints_every_module(tmp_path):
     np.testing.assert_array_equal(resumed.metrics["env_steps"], [600])
     for part in ("learner", "buffer", "runner", "episodes", "iteration"):
         assert leaves_equal(getattr(resumed.state, part), getattr(result.state, part)), part
+
+
+class FlatDictReach(dict_envs.DictReach):
+    """DictReach observed as one float32 vector: its entries flattened and concatenated
+    in sorted key order, as gymnasium flattens a Dict space."""
+
+    observation_space = gymnasium.spaces.flatten_space(dict_envs.OBSERVATION_SPACE)
+
+    @staticmethod
+    def flat(obs):
+        return jnp.concatenate([jnp.ravel(obs[k]).astype(jnp.float32) for k in sorted(obs)])
+
+    def reset(self, key):
+        state, obs = super().reset(key)
+        return state, self.flat(obs)
+
+    def step(self, state, action, key):
+        state, obs, *rest = super().step(state, action, key)
+        return (state, self.flat(obs), *rest)
+
+
+@pytest.mark.parametrize("mapping", ["independent", "shared"])
+def test_agents_with_a_dict_observation_train_as_with_its_flat_vector(mapping):
+    """A registered multi-agent env of dict-observation agents keeps the dict (the picture
+    uint8) in each module's buffer, and trains bit for bit as the same agents observed
+    as the flat vector the "flat" encoder reads."""
+    jaxsac.envs.register_multi_agent_env("jaxsac_test/DictReach", dict_envs.DictReach, 40)
+    jaxsac.envs.register_multi_agent_env("jaxsac_test/FlatReach", FlatDictReach, 40)
+    try:
+        runs = {env_id: jaxsac.train(multi_config(env_id=env_id, policy_mapping=mapping,
+                                                  total_env_steps=200),
+                                     progress=False)
+                for env_id in ("jaxsac_test/DictReach", "jaxsac_test/FlatReach")}
+    finally:
+        for env_id in ("jaxsac_test/DictReach", "jaxsac_test/FlatReach"):
+            envs.MULTI_AGENT_ENVS.pop(env_id)
+    dict_run, flat_run = runs.values()
+    stored = dict_run.state.buffer.obs
+    assert stored["pixels"].dtype == jnp.uint8
+    def rows(k):  # entry k's rows [(M,) capacity, entry size]
+        entry_dims = len(dict_envs.OBSERVATION_SPACE[k].shape)
+        return np.reshape(stored[k], (*stored[k].shape[:-entry_dims], -1))
+    flattened = np.concatenate([rows(k) for k in sorted(stored)], -1).astype(np.float32)
+    np.testing.assert_array_equal(flattened, flat_run.state.buffer.obs)
+    assert leaves_equal(dict_run.state.learner, flat_run.state.learner)
+    np.testing.assert_array_equal(dict_run.metrics["eval_return"],
+                                  flat_run.metrics["eval_return"])
+
+
+def test_a_multi_agent_env_registration_is_checked():
+    with pytest.raises(ValueError, match="env_id='MultiAgentPendulum-v1'"):
+        jaxsac.envs.register_multi_agent_env("MultiAgentPendulum-v1", dict_envs.DictReach, 40)
+    with pytest.raises(ValueError, match="max_episode_steps=0"):
+        jaxsac.envs.register_multi_agent_env("jaxsac_test/X", dict_envs.DictReach, 0)
 
 
 # --- learning ----------------------------------------------------------------------------

@@ -21,6 +21,7 @@ factory)`. A run's env is `from_config(config)`: `config.env_id` made with
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -96,6 +97,39 @@ def register_jax_env(env_id: str, constructor: Callable[..., JaxEnv],
         checks.fail(owner, "constructor", constructor, "callable (**kwargs) -> JaxEnv")
     checks.check_int(owner, "max_episode_steps", max_episode_steps, 1)
     JAX_ENVS[env_id] = (constructor, int(max_episode_steps))
+
+
+def register_multi_agent_env(env_id: str, constructor: Callable[..., JaxEnv],
+                             max_episode_steps: int) -> None:
+    """Add a multi-agent JAX env source of agents that share no state: `make(env_id,
+    num_agents=N, **kwargs)` (and `SACConfig(env_id=env_id, num_agents=N)`) then builds
+    `IndependentAgents(TimeLimit(constructor(**kwargs), max_episode_steps), N)`. The
+    agent's env follows the `JaxEnv` protocol (a Box observation space or a Dict of
+    Boxes); every agent has its spaces. The registry lives in this process, as
+    `register_jax_env`'s."""
+    owner = "register_multi_agent_env"
+    if not isinstance(env_id, str) or not env_id:
+        checks.fail(owner, "env_id", env_id, "a non-empty string")
+    if env_id in JAX_ENVS or env_id in MULTI_AGENT_ENVS and is_jaxsac_code(env_id) \
+            or is_playground(env_id) or env_id in GYM_FACTORIES:
+        checks.fail(owner, "env_id", env_id, "an id that is not one of jaxsac's own envs, "
+                    "a single-agent JAX env, a MuJoCo Playground task or a factory of "
+                    "register_gym_env")
+    if not callable(constructor):
+        checks.fail(owner, "constructor", constructor, "callable (**kwargs) -> JaxEnv")
+    steps = checks.check_int(owner, "max_episode_steps", max_episode_steps, 1)
+    # A partial, not a closure: its module is not jaxsac's, so its programs are not kept
+    # (`is_jaxsac_code`).
+    MULTI_AGENT_ENVS[env_id] = functools.partial(_independent_agents, constructor, steps)
+
+
+def _independent_agents(constructor: Callable[..., JaxEnv], default_steps: int,
+                        num_agents: int = 2, max_episode_steps: int | None = None,
+                        **kwargs: Any) -> IndependentAgents:
+    """N agents of `constructor(**kwargs)`, each truncated after max_episode_steps
+    (default_steps when None)."""
+    steps = default_steps if max_episode_steps is None else max_episode_steps
+    return IndependentAgents(TimeLimit(constructor(**kwargs), steps), num_agents)
 
 
 def has_jax_env(env_id: str) -> bool:
@@ -285,6 +319,7 @@ __all__ = [
     "max_episode_steps",
     "register_gym_env",
     "register_jax_env",
+    "register_multi_agent_env",
     "resolve_backend",
     "time_limit",
 ]
