@@ -21,7 +21,7 @@ from jaxsac.networks import augmentation as aug
 from jaxsac.networks.conv import ImageEncoder
 from jaxsac.observations import obs_spec
 from jaxsac.types import Batch
-from tests.support import image_envs, numpy_networks
+from tests.support import image_envs, numpy_networks, numpy_sac
 from tests.support.helpers import leaves_equal
 
 image_envs.register()
@@ -195,6 +195,53 @@ def test_each_loss_trains_its_own_encoder_or_the_critics_loss_alone(sharing):
                                 state.critic_params["params"]["encoder"])
         assert not leaves_equal(new.actor_params["params"]["MLP_0"],
                                 state.actor_params["params"]["MLP_0"])
+
+
+def test_drqs_views_average_the_target_over_s_prime_and_the_losses_over_s():
+    """Two shifted views of each sample, against float64 NumPy (docs/semantics.md, "Image
+    observations"): the shifts drawn from the documented keys, each view's target from
+    its own view of s′ with the a′ noise of its row, the mean of a sample's targets fit
+    by both views of s, the TD error of a sample the mean over its views. The actor reads
+    the critics' features (encoder_sharing="critic")."""
+    config = jaxsac.SACConfig(encoder_sharing="critic", augmentation_samples=2, image_pad=2,
+                              **SMALL)
+    learner = jaxsac.make_learner(config, SPEC, 2)
+    state = learner.init(jax.random.key(0))
+    batch, key = _batch(np.random.default_rng(7), size=4), jax.random.key(8)
+    params = LossParams(state.actor_params, state.critic_params, state.log_alpha)
+    _, aux = jax.jit(learner.loss)(params, state.target_critic_params, batch, key)
+
+    views, pad = 2, 2
+    obs_key, next_key = jax.random.split(jax.random.fold_in(key, 0x5D17))
+    target_key, policy_key = jax.random.split(key)
+
+    def features(encoder, obs, shift_key):
+        images = np.concatenate([np.asarray(obs["pixels"])] * views)
+        corners = np.asarray(aug.shift_offsets(jax.random.fold_in(shift_key, 0), 8, pad))
+        padded = np.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode="edge")
+        shifted = np.stack([padded[b, r:r + 12, c:c + 12] for b, (r, c) in enumerate(corners)])
+        state_entry = np.concatenate([np.asarray(obs["state"], np.float64)] * views)
+        image_features = numpy_conv_encoder(encoder["conv_pixels"], shifted, (2, 1))
+        return np.concatenate([image_features, state_entry], -1)
+
+    critic, target = state.critic_params["params"], state.target_critic_params["params"]
+    repeated = jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * views), batch)
+    reference = numpy_sac.sac_losses(
+        {"params": {"MLP_0": state.actor_params["params"]["MLP_0"]}}, state.critic_params,
+        state.target_critic_params, state.log_alpha,
+        repeated._replace(obs=features(critic["encoder"], batch.obs, obs_key),
+                          next_obs=features(target["encoder"], batch.next_obs, next_key)),
+        np.asarray(jax.random.normal(target_key, (8, 2))),
+        np.asarray(jax.random.normal(policy_key, (8, 2))), target_entropy=-2.0)
+    # sac_losses' target of each row reads that row's view of s′ (its next_obs).
+    mean_target = reference["target"].reshape(views, 4).mean(0)
+    error = reference["q"] - np.concatenate([mean_target] * views)
+    np.testing.assert_allclose(aux["qf_loss"], np.mean(np.sum(0.5 * error**2, 0)),
+                               rtol=1e-4)
+    np.testing.assert_allclose(aux["td_error"],
+                               np.abs(error).mean(0).reshape(views, 4).mean(0), rtol=1e-4)
+    np.testing.assert_allclose(aux["policy_loss"], reference["policy_loss"], rtol=1e-4,
+                               atol=1e-5)
 
 
 # --- a run on a camera ---------------------------------------------------------------
