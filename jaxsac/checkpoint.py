@@ -66,8 +66,9 @@ STRUCTURAL_FIELDS = fields_with(STRUCTURAL)
 STRUCTURAL role): they fix the arrays' shapes, or what the arrays mean (`activation`,
 `normalize_obs`: the parameters were trained on normalized observations or not;
 `prng_impl`: the generator the key is for; `encoder`, `critic`: the code that reads the
-parameters; `actor_obs_keys`, `critic_obs_keys`: the observation entries each network
-reads)."""
+parameters, where two encoder names that build the same networks for the observations
+("flat" and "auto" on vectors) are no difference; `actor_obs_keys`, `critic_obs_keys`:
+the observation entries each network reads)."""
 
 __all__ = ["CorruptCheckpointError", "OpenStep", "config_differences", "latest_step",
            "open_step", "restore", "save", "state_items", "template"]
