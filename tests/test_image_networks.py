@@ -146,7 +146,7 @@ def test_auto_is_flat_on_vectors_and_conv_on_the_entries_that_hold_an_image():
 
     learner = jaxsac.make_learner(jaxsac.SACConfig(actor_obs_keys=("state",), **SMALL),
                                   SPEC, 2)
-    state = learner.init(jax.random.key(0))
+    state = jax.eval_shape(learner.init, jax.random.key(0))
     assert sorted(state.actor_params["params"]) == ["MLP_0"]
     critic = state.critic_params["params"]["encoder"]
     assert critic["conv_pixels"]["Conv_0"]["kernel"].shape == (3, 3, 3, 4)
@@ -159,7 +159,7 @@ def test_auto_is_flat_on_vectors_and_conv_on_the_entries_that_hold_an_image():
 def test_each_loss_trains_its_own_encoder_or_the_critics_loss_alone(sharing):
     config = jaxsac.SACConfig(encoder_sharing=sharing, augmentation_samples=2, **SMALL)
     learner = jaxsac.make_learner(config, SPEC, 2)
-    state = learner.init(jax.random.key(0))
+    state = jax.jit(learner.init)(jax.random.key(0))
     params = LossParams(state.actor_params, state.critic_params, state.log_alpha)
     batch, key = _batch(np.random.default_rng(4)), jax.random.key(5)
 
@@ -206,7 +206,7 @@ def test_drqs_views_average_the_target_over_s_prime_and_the_losses_over_s():
     config = jaxsac.SACConfig(encoder_sharing="critic", augmentation_samples=2, image_pad=2,
                               **SMALL)
     learner = jaxsac.make_learner(config, SPEC, 2)
-    state = learner.init(jax.random.key(0))
+    state = jax.jit(learner.init)(jax.random.key(0))
     batch, key = _batch(np.random.default_rng(7), size=4), jax.random.key(8)
     params = LossParams(state.actor_params, state.critic_params, state.log_alpha)
     _, aux = jax.jit(learner.loss)(params, state.target_critic_params, batch, key)
