@@ -299,11 +299,12 @@ def policy_head(actions: Any, settings: Any = None, obs: ObsSpec | int | None = 
     `kind` ("continuous": SquashedGaussianHead over `actions.dim` entries, "discrete":
     CategoricalHead over `actions.dim` actions, or a registered kind), with the encoder
     and critic family `settings` names, for observations `obs` (an ObsSpec, or an int d
-    for flat observations [d]; needed by any encoder but the built-in "flat", and by
-    `actor_obs_keys` / `critic_obs_keys`). The actor's encoder reads the observation's
-    entries `settings.actor_obs_keys`, the critics' `settings.critic_obs_keys` (None:
-    all of it); with `encoder_sharing="critic"` the actor's encoder is the critics',
-    its features with the gradient stopped (`encoders.CriticFeatures`).
+    for flat observations [d]; needed by any encoder but the built-in "flat" and "auto",
+    which is "flat" without it, and by `actor_obs_keys` / `critic_obs_keys`). The actor's
+    encoder reads the observation's entries `settings.actor_obs_keys`, the critics'
+    `settings.critic_obs_keys` (None: all of it); with `encoder_sharing="critic"` the
+    actor's encoder is the critics', its features with the gradient stopped
+    (`encoders.CriticFeatures`).
 
     settings: a NetworkSettings, or anything holding its fields (a SACConfig); None:
     the defaults."""
