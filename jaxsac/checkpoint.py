@@ -42,6 +42,7 @@ import numpy as np
 from jaxsac import connectors, envs, runs, storage
 from jaxsac.assembly import assemble, example_step, host_assembly, init_state, make_buffer
 from jaxsac.config import STRUCTURAL, SACConfig, fields_with
+from jaxsac.networks.encoders import built_encoders
 from jaxsac.observations import ObsSpec, obs_spec
 from jaxsac.storage import CorruptCheckpointError
 
@@ -65,8 +66,9 @@ STRUCTURAL_FIELDS = fields_with(STRUCTURAL)
 STRUCTURAL role): they fix the arrays' shapes, or what the arrays mean (`activation`,
 `normalize_obs`: the parameters were trained on normalized observations or not;
 `prng_impl`: the generator the key is for; `encoder`, `critic`: the code that reads the
-parameters; `actor_obs_keys`, `critic_obs_keys`: the observation entries each network
-reads)."""
+parameters, where two encoder names that build the same networks for the observations
+("flat" and "auto" on vectors) are no difference; `actor_obs_keys`, `critic_obs_keys`:
+the observation entries each network reads)."""
 
 __all__ = ["CorruptCheckpointError", "OpenStep", "config_differences", "latest_step",
            "open_step", "restore", "save", "state_items", "template"]
@@ -138,9 +140,14 @@ def config_differences(stored: SACConfig, requested: SACConfig,
     if stored_env["backend"] != requested_env["backend"]:
         out.append(f"backend: stored {stored_env['backend']!r}, requested "
                    f"{requested_env['backend']!r} (the runner state differs)")
+    specs = [ObsSpec.from_metadata(env) for env in (stored_env, requested_env)]
+    keys = [(c.actor_obs_keys, c.critic_obs_keys) for c in (stored, requested)]
+    same_encoders = (stored.encoder == requested.encoder or specs[0] == specs[1]
+                     and keys[0] == keys[1] and built_encoders(stored, specs[0])
+                     == built_encoders(requested, specs[0]))
     for name in STRUCTURAL_FIELDS:
         a, b = getattr(stored, name), getattr(requested, name)
-        if a != b:
+        if a != b and not (name == "encoder" and same_encoders):  # "auto" is "flat" there
             out.append(f"{name}: stored {a!r}, requested {b!r}")
     if stored.num_data_shards != requested.num_data_shards:
         out.append(f"data_shards: stored {stored.data_shards!r}, requested "
@@ -149,7 +156,6 @@ def config_differences(stored: SACConfig, requested: SACConfig,
         out.append(f"grad_clip: stored {stored.grad_clip!r}, requested {requested.grad_clip!r}"
                    " (on/off changes the optimizer state)")
     a, b = (env["obs_shape"] and tuple(env["obs_shape"]) for env in (stored_env, requested_env))
-    specs = [ObsSpec.from_metadata(env) for env in (stored_env, requested_env)]
     if a is not None and b is not None and a != b:
         out.append(f"obs_shape: stored {a!r}, requested {b!r}")
     elif specs[0] != specs[1]:

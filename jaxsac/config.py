@@ -201,9 +201,25 @@ class SACConfig:
     """Hidden-layer activation."""
     critic_layer_norm: bool = setting(False, NETWORKS, check=Bool())
     """network="mlp": LayerNorm after each hidden activation of the critics (brax's)."""
-    encoder: str = setting("flat", NETWORKS, STRUCTURAL, check=Name("registered name"))
-    """The encoder the actor and critics read observations through, by name: "flat" (the
-    observation's entries flattened and concatenated) or a register_encoder one."""
+    encoder: str = setting("auto", NETWORKS, STRUCTURAL, check=Name("registered name"))
+    """The actor's and critics' encoder, by name: "flat" (the entries flattened), "conv"
+    (images, (H, W, C) uint8, through conv layers, the rest flat), "auto" ("conv" where a
+    network's entries hold an image, else "flat") or a register_encoder one."""
+    conv_channels: tuple[int, ...] = setting((32, 32, 32, 32), NETWORKS, STRUCTURAL)
+    """"conv": the output channels of each 3 x 3 convolution (DrQ's 4 x 32)."""
+    conv_strides: tuple[int, ...] = setting((2, 1, 1, 1), NETWORKS, STRUCTURAL)
+    """"conv": each convolution's stride, one per conv_channels entry."""
+    encoder_features: int = setting(50, NETWORKS, STRUCTURAL, check=Int(1))
+    """"conv": features of each image (a Dense, LayerNorm and tanh after the convolutions)."""
+    encoder_sharing: Literal["separate", "critic"] = setting(
+        "separate", NETWORKS, STRUCTURAL, check=Choice(("separate", "critic")))
+    """"separate": the actor and critics train encoders of their own; "critic": the actor
+    reads the critics' encoder's features, gradient stopped (DrQ, SAC-AE)."""
+    image_pad: int | None = setting(None, LEARNER)
+    """DrQ's random shift of the images in s and s′ at each update: pad by this many edge
+    pixels, crop back at a random offset per sample; 0: off; None: 4 with an image, else 0."""
+    augmentation_samples: int = setting(1, LEARNER, check=Int(1))
+    """DrQ's K = M: shifted views of each sample, the target averaged over those of s′."""
     actor_obs_keys: tuple[str, ...] | None = setting(
         None, NETWORKS, STRUCTURAL, check=Names("observation keys", True))
     """The entries of a dict observation the actor reads (None: all), e.g. ("state",):

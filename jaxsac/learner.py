@@ -34,8 +34,10 @@ from jaxsac.config import (
 )
 from jaxsac.connectors import ModuleActions
 from jaxsac.networks import PolicyHead, policy_head
+from jaxsac.networks.augmentation import augmentation
 from jaxsac.networks.bodies import project_unit_kernels
 from jaxsac.networks.critics import has_target_network, split_state, with_state
+from jaxsac.networks.encoders import ENCODER_SHARING
 from jaxsac.observations import ObsSpec, obs_spec
 from jaxsac.types import Batch
 
@@ -166,7 +168,10 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
                  actions: ModuleActions | gymnasium.Space | int) -> Learner:
     """Build the pure learner functions for observations `obs` and the env's actions.
     The policy head (networks and the expectations of the losses) is chosen from the
-    action space, here, once, with the encoder and critic family the config names.
+    action space, here, once, with the encoder and critic family the config names, and
+    so are the encoder sharing (`networks.ENCODER_SHARING`: with "critic" the actor's
+    copy of the critics' encoder is written at init and after every step) and DrQ's
+    image augmentation (`networks.augmentation`: none without an image).
 
     Args:
         config: a SACConfig or its `LearnerSettings` (networks, losses, optimizers,
@@ -187,6 +192,8 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
     actions = connectors.module_actions(actions, "make_learner")
     check_action_settings(config, actions)
     head = policy_head(actions, config, spec)
+    sharing = ENCODER_SHARING[config.encoder_sharing]
+    augment = augmentation(config.image_pad, config.augmentation_samples, spec)
     optimizer = _optimizer(config.grad_clip)
     entropy_target = target_entropy(config, head)
 
@@ -194,6 +201,7 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
         hparams = Hyperparams.from_config(config) if hparams is None else hparams
         actor_params, critic_variables = head.init(key, spec)
         critic_params, critic_state = split_state(critic_variables)
+        actor_params = sharing.sync(actor_params, critic_params)
         log_alpha = jnp.log(hparams.initial_alpha).astype(jnp.float32)
         return LearnerState(
             actor_params=actor_params,
@@ -229,22 +237,25 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
         the actor loss only the actor, the temperature loss only log α, so one
         `jax.grad` of the sum gives each optimizer exactly the gradient of its own loss.
         critic_state: the family's state ({} or None for a family without one).
+        With image augmentation (`networks.augmentation`) the losses are those of the
+        batch's n·B shifted views, the target of each sample averaged over its views.
         Returns (sum, aux): aux holds each loss, td_error [B], q (the critics' output at
-        the stored actions, [N, B, *T]), log_prob [B] (the log π term whose mean is
+        the stored actions, [N, n·B, *T]), log_prob [n·B] (the log π term whose mean is
         minus the policy's entropy) and critic_state (the family's state after the step).
         """
         critic_state = {} if critic_state is None else critic_state
+        batch = augment.views(batch, key)
         target_key, policy_key = jax.random.split(key)
         alpha = jnp.exp(jax.lax.stop_gradient(params.log_alpha))
         frozen_actor = jax.lax.stop_gradient(params.actor_params)
         q, next_out, entropy, probs, new_critic_state = head.critic_outputs(
             frozen_actor, with_state(params.critic_params, critic_state), target_critic_params,
             batch.obs, batch.action, batch.next_obs, alpha, target_key)
-        target = jax.lax.stop_gradient(
-            head.critic.td_target(batch.reward, batch.discount, next_out, entropy, probs))
+        target = jax.lax.stop_gradient(augment.target(
+            head.critic.td_target(batch.reward, batch.discount, next_out, entropy, probs)))
 
         qf_loss, td_error = head.critic.loss(q, target, batch.weights)
-        td_error = jax.lax.stop_gradient(td_error)
+        td_error = jax.lax.stop_gradient(augment.per_sample(td_error))
 
         frozen_critic = jax.lax.stop_gradient(with_state(params.critic_params, critic_state))
         objective, log_prob = head.policy_objective(params.actor_params, frozen_critic,
@@ -313,6 +324,7 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
                 (state.actor_params, state.actor_opt_state, state.log_alpha,
                  state.alpha_opt_state))
 
+        actor_params = sharing.sync(actor_params, critic_params)
         step = state.step + 1
         target_critic_params = polyak(critic_params, state.target_critic_params, hp.tau)
         if config.target_network_update_freq > 1:

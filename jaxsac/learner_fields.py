@@ -1,7 +1,8 @@
 """The checks across SACConfig's learner and networks fields (`check_learner_fields`,
 called by SACConfig's validation): the encoder and critic names, the temperature's and
-policy's settings, the network sizes, each built-in critic family's own settings, and
-the observation entries the actor and critics read.
+policy's settings, the network sizes, the conv encoder's sizes, encoder sharing and
+image augmentation, each built-in critic family's own settings, and the observation
+entries the actor and critics read.
 
 A built-in critic family reads its own settings (CRITIC_FAMILY_FIELDS); with one of them
 chosen, the settings only other families read must keep their defaults, so a value set
@@ -54,12 +55,36 @@ def check_learner_fields(c: Any) -> None:
         checks.fail(OWNER, "hidden_sizes", c.hidden_sizes,
                     "a non-empty tuple of positive integers")
     _check_network_body(c)
+    _check_image_fields(c)
     _check_critic_family(c)
     for name in ("actor_obs_keys", "critic_obs_keys"):
         keys = getattr(c, name)
         if keys is not None and c.obs_keys is not None and not set(keys) <= set(c.obs_keys):
             checks.fail(OWNER, name, keys, f"None or keys among obs_keys={c.obs_keys} (the "
                         "entries the run keeps)")
+
+
+def _check_image_fields(c: Any) -> None:
+    """The conv encoder's sizes, encoder sharing and DrQ's augmentation (whether the
+    env's observation holds an image is checked where the learner is built)."""
+    for name in ("conv_channels", "conv_strides"):
+        sizes = getattr(c, name)
+        if (not isinstance(sizes, tuple) or not sizes
+                or not all(checks.is_int(h) and h >= 1 for h in sizes)):
+            checks.fail(OWNER, name, sizes, "a non-empty tuple of positive integers")
+    if len(c.conv_strides) != len(c.conv_channels):
+        checks.fail(OWNER, "conv_strides", c.conv_strides, f"one stride per convolution: "
+                    f"{len(c.conv_channels)} of them, as conv_channels={c.conv_channels}")
+    if c.encoder_sharing == "critic" and c.actor_obs_keys != c.critic_obs_keys:
+        checks.fail(OWNER, "encoder_sharing", c.encoder_sharing,
+                    f"'separate' with actor_obs_keys={c.actor_obs_keys} and critic_obs_keys="
+                    f"{c.critic_obs_keys} (the actor can read the critics' features only "
+                    "where it reads their entries)")
+    if c.image_pad is not None:
+        checks.check_int(OWNER, "image_pad", c.image_pad, 0)
+    if c.augmentation_samples > 1 and c.image_pad == 0:
+        checks.fail(OWNER, "augmentation_samples", c.augmentation_samples,
+                    "1 with image_pad=0 (without the random shift every view is the same)")
 
 
 def _check_network_body(c: Any) -> None:

@@ -461,13 +461,18 @@ def test_typed_keys_anywhere_in_a_tree_are_stored_with_their_implementation(tmp_
 
 def test_a_different_encoder_or_critic_family_is_a_structural_difference():
     """The stored parameters were trained through the stored encoder and critic family:
-    another name is refused on restore like another network size."""
+    another name is refused on restore like another network size. "auto" builds the
+    "flat" encoder for Pendulum's vector observation: a checkpoint of either restores
+    into the other (those of runs before "auto" was the default stored "flat")."""
     stored = jaxsac.SACConfig(hidden_sizes=(8,))
     requested = stored.replace(encoder="other", critic="mine", hidden_sizes=(16,))
     assert checkpoint.config_differences(stored, requested) == [
         "hidden_sizes: stored (8,), requested (16,)",
-        "encoder: stored 'flat', requested 'other'",
+        "encoder: stored 'auto', requested 'other'",
         "critic: stored 'ensemble', requested 'mine'"]
+    assert checkpoint.config_differences(stored.replace(encoder="flat"), stored) == []
+    assert checkpoint.config_differences(stored, stored.replace(encoder="conv")) == [
+        "encoder: stored 'auto', requested 'conv'"]
 
 
 def test_the_learner_s_hyperparameter_leaves_keep_their_checkpoint_names_and_order():

@@ -1,6 +1,7 @@
 """SAC networks (flax.linen) and the three extension points built on them:
 
-    encoders   observation tree -> features (`Encoder`; "flat" by default), by name
+    encoders   observation tree -> features (`Encoder`; "auto" by default: "conv" for
+               images, jaxsac.networks.conv, else "flat"), by name
     critics    the critics, their TD target and loss (`CriticFamily`; "ensemble", "tqc",
                "categorical"), by name (`families`)
     heads      the action distribution of each kind of action space (`PolicyHead`),
@@ -19,9 +20,12 @@ from jaxsac.networks.categorical_critic import (
     c51_projection,
     hl_gauss_probs,
 )
+from jaxsac.networks.conv import ConvEncoder, ImageEncoder, holds_image, is_image
 from jaxsac.networks.critics import CriticFamily, EnsembleCritic, QEnsemble, element_loss
 from jaxsac.networks.encoders import (
+    ENCODER_SHARING,
     ENCODERS,
+    CriticFeatures,
     Encoder,
     KeyView,
     encode,
@@ -55,7 +59,8 @@ from jaxsac.networks.settings import NetworkSettings
 from jaxsac.networks.tqc import TQCCritic, quantile_huber_loss, truncated_target
 
 __all__ = [
-    "ACTIVATIONS", "CRITICS", "DISCRETE_TARGET_ENTROPY_SCALE", "ENCODERS", "HEADS",
+    "ACTIVATIONS", "CRITICS", "DISCRETE_TARGET_ENTROPY_SCALE", "ENCODERS", "ENCODER_SHARING",
+    "HEADS", "ConvEncoder", "CriticFeatures", "ImageEncoder", "holds_image", "is_image",
     "KERNEL_INIT", "LOG_STD_MAX", "LOG_STD_MIN", "MLP", "Actor", "CategoricalActor",
     "CategoricalCritic", "CategoricalHead", "CriticFamily", "Encoder", "EnsembleCritic",
     "KeyView", "encode",

@@ -42,10 +42,11 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxsac import checks
 from jaxsac.config import SACConfig
 from jaxsac.networks.bodies import BODIES
 from jaxsac.networks.critics import CriticFamily, taken_and_next
-from jaxsac.networks.encoders import ENCODERS, encode, make_encoder
+from jaxsac.networks.encoders import ENCODER_SHARING, ENCODERS, encode, make_encoder
 from jaxsac.networks.families import CRITICS, make_critic
 from jaxsac.networks.registry import Registry
 from jaxsac.networks.settings import NetworkSettings
@@ -298,10 +299,12 @@ def policy_head(actions: Any, settings: Any = None, obs: ObsSpec | int | None = 
     `kind` ("continuous": SquashedGaussianHead over `actions.dim` entries, "discrete":
     CategoricalHead over `actions.dim` actions, or a registered kind), with the encoder
     and critic family `settings` names, for observations `obs` (an ObsSpec, or an int d
-    for flat observations [d]; needed by any encoder but the built-in "flat", and by
-    `actor_obs_keys` / `critic_obs_keys`). The actor's encoder reads the observation's
-    entries `settings.actor_obs_keys`, the critics' `settings.critic_obs_keys` (None:
-    all of it).
+    for flat observations [d]; needed by any encoder but the built-in "flat" and "auto",
+    which is "flat" without it, and by `actor_obs_keys` / `critic_obs_keys`). The actor's
+    encoder reads the observation's entries `settings.actor_obs_keys`, the critics'
+    `settings.critic_obs_keys` (None: all of it); with `encoder_sharing="critic"` the
+    actor's encoder is the critics', its features with the gradient stopped
+    (`encoders.CriticFeatures`).
 
     settings: a NetworkSettings, or anything holding its fields (a SACConfig); None:
     the defaults."""
@@ -310,9 +313,15 @@ def policy_head(actions: Any, settings: Any = None, obs: ObsSpec | int | None = 
         HEADS.missing("policy_head", "actions.kind", actions.kind)
     factory, every_action = HEADS[actions.kind]
     actor_encoder = make_encoder(settings.encoder, obs, settings.actor_obs_keys,
-                                 "actor_obs_keys")
+                                 "actor_obs_keys", settings)
     critic_encoder = make_encoder(settings.encoder, obs, settings.critic_obs_keys,
-                                  "critic_obs_keys")
+                                  "critic_obs_keys", settings)
+    if settings.encoder_sharing == "critic" and critic_encoder is None:
+        checks.fail("SACConfig", "encoder_sharing", "critic", "'separate' with the "
+                    f"encoder {settings.encoder!r} of these observations, which has no "
+                    "parameters to share (the flat features)")
+    actor_encoder = ENCODER_SHARING[settings.encoder_sharing].actor_encoder(
+        actor_encoder, critic_encoder)
     critic = make_critic(settings, actions.dim if every_action else 0, critic_encoder)
     head = factory(actions, settings, critic, actor_encoder)
     if not isinstance(head, PolicyHead):

@@ -1,0 +1,101 @@
+"""The encoder of image observations ("conv"): DrQ's and SAC-AE's convolutional encoder,
+one per image entry, beside the other entries' flat features.
+
+An image is an observation entry (or a whole array observation) of rank 3, (H, W, C),
+and dtype uint8: channels last, stacked frames along C ((H, W, C·k) is one image of C·k
+channels). Other entries, float images among them, are vectors to this encoder.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsac.observations import flat_features
+
+KERNEL_SIZE = 3
+"""Each convolution's kernel is 3 x 3 (DrQ, SAC-AE and DrQ-v2 all use 3 x 3)."""
+
+CONV_INIT = nn.initializers.orthogonal(math.sqrt(2.0))
+DENSE_INIT = nn.initializers.orthogonal()
+"""Orthogonal initial kernels, with the ReLU gain √2 for the convolutions, as DrQ-v2's
+`weight_init`; biases start at zero."""
+
+
+def is_image(shape: Any) -> bool:
+    """Whether one entry's shape (a jax.ShapeDtypeStruct, or an array) is an image:
+    rank 3, (H, W, C), uint8."""
+    return len(shape.shape) == 3 and np.dtype(shape.dtype) == np.uint8
+
+
+def holds_image(obs_shapes: Any) -> bool:
+    """Whether one observation's shapes (a jax.ShapeDtypeStruct, or a dict of them) hold
+    an image."""
+    return any(is_image(leaf) for leaf in jax.tree.leaves(obs_shapes))
+
+
+class ConvEncoder(nn.Module):
+    """One image [..., H, W, C] uint8 -> features [..., features] in (-1, 1).
+
+    x / 255 (in [0, 1], as DrQ and SAC-AE scale it), then one 3 x 3 convolution for each
+    entry of `channels` with the stride at the same place of `strides`, no padding
+    ("VALID", as PyTorch's default), each followed by ReLU; the last map flattened in
+    (H', W', C') order, then Dense(features), LayerNorm and tanh. With the defaults an
+    84 x 84 image gives a 35 x 35 x 32 map, DrQ's.
+    """
+
+    channels: Sequence[int] = (32, 32, 32, 32)
+    strides: Sequence[int] = (2, 1, 1, 1)
+    features: int = 50
+
+    @nn.compact
+    def __call__(self, image: jax.Array) -> jax.Array:
+        x = image.astype(jnp.float32) / 255.0
+        for width, stride in zip(self.channels, self.strides, strict=True):
+            x = nn.relu(nn.Conv(width, (KERNEL_SIZE, KERNEL_SIZE), (stride, stride),
+                                padding="VALID", kernel_init=CONV_INIT)(x))
+        x = x.reshape(*x.shape[:-3], -1)
+        return jnp.tanh(nn.LayerNorm()(nn.Dense(self.features, kernel_init=DENSE_INIT)(x)))
+
+
+class ImageEncoder(nn.Module):
+    """The "conv" encoder: obs tree [B, ...] -> features [B, F].
+
+    image_keys: the dict entries that are images, each through its own `ConvEncoder`
+    (parameters under "conv_<key>"), their features in sorted key order; the other
+    entries' flat features (float32, sorted key order) follow. None: the observation is
+    one image array, through one ConvEncoder ("conv"). F = features · (number of images)
+    + the other entries' sizes.
+    """
+
+    image_keys: tuple[str, ...] | None
+    channels: Sequence[int] = (32, 32, 32, 32)
+    strides: Sequence[int] = (2, 1, 1, 1)
+    features: int = 50
+
+    @nn.compact
+    def __call__(self, obs: Any) -> jax.Array:
+        sizes = (self.channels, self.strides, self.features)
+        if self.image_keys is None:
+            return ConvEncoder(*sizes, name="conv")(obs)
+        parts = [ConvEncoder(*sizes, name=f"conv_{key}")(obs[key]) for key in self.image_keys]
+        vectors = {k: v for k, v in obs.items() if k not in self.image_keys}
+        if vectors:
+            parts.append(flat_features(vectors))
+        return jnp.concatenate(parts, axis=-1)
+
+
+def image_encoder(obs_shapes: Any, settings: Any) -> ImageEncoder:
+    """The "conv" encoder for one observation's shapes (a jax.ShapeDtypeStruct, or a dict
+    of them, holding an image) with the sizes of `settings` (conv_channels, conv_strides,
+    encoder_features)."""
+    keys = None if not isinstance(obs_shapes, dict) else tuple(
+        sorted(k for k, leaf in obs_shapes.items() if is_image(leaf)))
+    return ImageEncoder(keys, settings.conv_channels, settings.conv_strides,
+                        settings.encoder_features)
