@@ -1,5 +1,6 @@
-"""Environments: JAX-native ones (Pendulum-v1 and MountainCarContinuous-v0 with Box
-actions, CartPole-v1 and Acrobot-v1 with Discrete actions, the multi-agent
+"""Environments: JAX-native ones (Pendulum-v1, its image-observation version
+PendulumPixels-v1 and MountainCarContinuous-v0 with Box actions, CartPole-v1 and
+Acrobot-v1 with Discrete actions, the multi-agent
 MultiAgentPendulum-v1 and MultiAgentCartPole-v1, and MuJoCo Playground's tasks as
 "playground/<task>", e.g. "playground/CheetahRun") and gymnasium.
 
@@ -51,6 +52,7 @@ from jaxsac.envs.multi_agent import (
     MultiAgentPendulum,
 )
 from jaxsac.envs.pendulum import Pendulum, PendulumState
+from jaxsac.envs.pendulum_pixels import PendulumPixels
 from jaxsac.envs.playground import (
     PLAYGROUND_EXTRA,
     PLAYGROUND_PREFIX,
@@ -64,6 +66,7 @@ from jaxsac.envs.playground import (
 # in gymnasium).
 JAX_ENVS: dict[str, tuple[Callable[..., JaxEnv], int]] = {
     "Pendulum-v1": (Pendulum, 200),
+    "PendulumPixels-v1": (PendulumPixels, 200),
     "MountainCarContinuous-v0": (MountainCarContinuous, 999),
     "CartPole-v1": (CartPole, 500),
     "Acrobot-v1": (Acrobot, 500),
@@ -265,6 +268,7 @@ __all__ = [
     "PLAYGROUND_EXTRA",
     "PLAYGROUND_PREFIX",
     "Pendulum",
+    "PendulumPixels",
     "PendulumState",
     "PlaygroundEnv",
     "RestartOnFailure",

@@ -1,0 +1,181 @@
+"""Frame stacks: the replay buffer's stacks (built at sample time from frames stored
+once) and the runners' acting stacks, against a brute-force NumPy reference built from
+the raw step stream: for step i of an env, the frames of its episode up to i (the
+episode starts after a reset row), the last k of them, the first repeated in front."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxsac
+from jaxsac.frames import FrameStack
+from jaxsac.observations import ObsSpec
+from jaxsac.replay import episode_buffer
+from jaxsac.replay.state import NOT_A_START
+from jaxsac.types import Step
+
+FRAME = (3, 2, 2)  # H, W, C of the tiny test images
+
+
+# ----------------------------------------------------------------- the reference
+
+
+def make_stream(seed, num_envs, num_adds, p_done, p_failed, as_dict):
+    """A NEXT_STEP stream of `num_adds` Steps [num_envs] with image observations (random
+    uint8 frames; with `as_dict`, {"pixels": frame, "state": [2] float32}), and per env
+    the list of its rows as dicts (obs, next_obs, reset: a reset row, failed). After a
+    done step comes the reset row (obs = final obs, next_obs = the new first obs); a
+    failed step (as the gymnasium runner reports it) is obs = next_obs = the last obs,
+    truncated, then a reset row."""
+    rng = np.random.default_rng(seed)
+
+    def new_obs():
+        frame = rng.integers(0, 256, FRAME, dtype=np.uint8)
+        return {"pixels": frame, "state": rng.normal(size=2).astype(np.float32)} \
+            if as_dict else frame
+
+    current = [new_obs() for _ in range(num_envs)]
+    pending = [False] * num_envs
+    per_env = [[] for _ in range(num_envs)]
+    steps = []
+    for _ in range(num_adds):
+        rows = []
+        for env in range(num_envs):
+            obs = current[env]
+            failed = term = trunc = False
+            if pending[env]:
+                next_obs, reset = new_obs(), True
+            elif rng.random() < p_failed:
+                next_obs, reset, failed, trunc = obs, False, True, True
+            else:
+                next_obs, reset = new_obs(), False
+                term, trunc = rng.random() < p_done / 2, rng.random() < p_done / 2
+            per_env[env].append(dict(obs=obs, next_obs=next_obs, reset=reset, failed=failed))
+            rows.append((obs, term, trunc, next_obs, failed))
+            current[env], pending[env] = next_obs, term or trunc
+        obs, term, trunc, next_obs, failed = (
+            jax.tree.map(lambda *x: np.stack(x), *field) for field in zip(*rows, strict=True))
+        steps.append(Step(obs=obs, action=np.zeros((num_envs, 1), np.float32),
+                          reward=np.zeros(num_envs, np.float32), terminated=term,
+                          truncated=trunc, next_obs=next_obs, failed=failed))
+    return steps, per_env
+
+
+def episode_start(rows, i):
+    """The first step of step i's episode: the step after the last reset row before i."""
+    while i > 0 and not rows[i - 1]["reset"]:
+        i -= 1
+    return i
+
+
+def reference_stack(frames, k):
+    """The last k of `frames`, the first repeated in front when fewer, along channels."""
+    frames = [frames[0]] * max(0, k - len(frames)) + frames[-k:]
+    return np.concatenate(frames, axis=-1)
+
+
+def image_of(obs):
+    return obs["pixels"] if isinstance(obs, dict) else obs
+
+
+def obs_stack(rows, i, k):
+    """The stack the policy saw at step i."""
+    return reference_stack([image_of(r["obs"]) for r in rows[episode_start(rows, i):i + 1]], k)
+
+
+def next_obs_stack(rows, i, n, k):
+    """The stack of the observation after step i + n - 1 (a transition's next obs)."""
+    last = i + n - 1
+    frames = [image_of(r["obs"]) for r in rows[episode_start(rows, i):last + 1]]
+    return reference_stack(frames + [image_of(rows[last]["next_obs"])], k)
+
+
+def valid_starts(per_env, num_adds, ring, k):
+    """{(env, step)}: stored steps that are transitions' starts (not reset or failed
+    rows) whose whole stack is still stored."""
+    oldest = max(0, num_adds - ring)
+    return {(env, i) for env, rows in enumerate(per_env) for i in range(oldest, num_adds)
+            if not rows[i]["reset"] and not rows[i]["failed"]
+            and max(episode_start(rows, i), i - k + 1) >= oldest}
+
+
+# ----------------------------------------------------------------- the buffer
+
+
+def step_of_row(row, num_envs, ring, num_adds):
+    """(env, step index) stored at flat row `row` after `num_adds` adds."""
+    env, slot = row % num_envs, row // num_envs
+    last = num_adds - 1
+    return env, last - (last - slot) % ring
+
+
+@pytest.mark.parametrize("prioritized,n_step,as_dict", [
+    (False, 1, False), (False, (1, 4), True), (True, 3, False), (True, (2, 3), True)])
+def test_buffer_stacks_match_the_stream(prioritized, n_step, as_dict):
+    num_envs, ring, k, num_adds = 2, 9, 3, 40
+    steps, per_env = make_stream(len(str(n_step)) + prioritized, num_envs, num_adds,
+                                 p_done=0.25, p_failed=0.04, as_dict=as_dict)
+    buf = episode_buffer(ring * num_envs, num_envs, 256, n_step=n_step,
+                         prioritized=prioritized, frame_stack=k)
+    state = buf.init(jax.tree.map(lambda x: x[0], steps[0]))
+    add = jax.jit(buf.add)
+    for t, step in enumerate(steps):
+        state = add(state, step)
+        # After every add (the ring wraps four times): the valid starts are the steps
+        # whose stacks are stored, in the flags, the count and the priorities.
+        flags = np.asarray(state.flags)
+        written = min(t + 1, ring) * num_envs
+        valid = {step_of_row(r, num_envs, ring, t + 1) for r in range(written)
+                 if not flags[r] & NOT_A_START}
+        assert valid == valid_starts([rows[:t + 1] for rows in per_env], t + 1, ring, k)
+        assert int(state.num_valid) == len(valid)
+        if prioritized:
+            leaves = np.asarray(state.priority_sums[0]).reshape(-1)[:ring * num_envs]  # by row
+            assert {step_of_row(r, num_envs, ring, t + 1)
+                    for r in np.flatnonzero(leaves > 0)} == valid
+
+    sample = jax.jit(buf.sample)
+    seen = set()
+    for key in range(3):
+        batch = jax.device_get(sample(state, jax.random.key(key)))
+        obs, next_obs = image_of(batch.obs), image_of(batch.next_obs)
+        assert obs.dtype == np.uint8 and obs.shape == (256, *FRAME[:2], FRAME[2] * k)
+        for b, row in enumerate(batch.indices):
+            env, i = step_of_row(int(row), num_envs, ring, num_adds)
+            rows = per_env[env]
+            n = int(batch.n_step[b])
+            seen.add((env, i))
+            np.testing.assert_array_equal(obs[b], obs_stack(rows, i, k))
+            np.testing.assert_array_equal(next_obs[b], next_obs_stack(rows, i, n, k))
+            if as_dict:  # vector entries are not stacked: the step's own
+                np.testing.assert_array_equal(batch.obs["state"][b], rows[i]["obs"]["state"])
+                np.testing.assert_array_equal(batch.next_obs["state"][b],
+                                              rows[i + n - 1]["next_obs"]["state"])
+        if prioritized:
+            state = buf.update_priorities(state, batch.indices,
+                                          jnp.asarray(np.arange(256) % 7, jnp.float32))
+    valid = valid_starts(per_env, num_adds, ring, k)
+    assert seen <= valid
+    if not prioritized:  # 768 uniform draws reach every valid start
+        assert seen == valid
+
+
+def test_frame_stack_errors():
+    with pytest.raises(ValueError, match=r"frame_stack=0 .*integer in \[1, "):
+        episode_buffer(8, 1, 4, frame_stack=0)
+    with pytest.raises(ValueError, match=r"frame_stack=5 .*capacity // num_envs = 4"):
+        episode_buffer(8, 2, 4, frame_stack=5)
+    flat = Step(np.zeros(3, np.float32), np.zeros(1, np.float32), np.float32(0), False,
+                False, np.zeros(3, np.float32))
+    with pytest.raises(ValueError, match=r"frame_stack=2 .*must be 1 when no observation"):
+        episode_buffer(8, 1, 4, frame_stack=2).init(flat)
+    with pytest.raises(ValueError, match=r"SACConfig.frame_stack=0 .*integer >= 1"):
+        jaxsac.SACConfig(frame_stack=0)
+    with pytest.raises(ValueError, match=r"SACConfig.frame_stack=4 .*1 for the observation "
+                                         r"flat \[3\], which has no image"):
+        jaxsac.make_train(jaxsac.SACConfig(env_id="Pendulum-v1", frame_stack=4))
+    with pytest.raises(ValueError, match=r"FrameStack: frame_stack=2 .*no image"):
+        FrameStack(ObsSpec.flat(3), 2)
