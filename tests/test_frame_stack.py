@@ -5,17 +5,23 @@ episode starts after a reset row), the last k of them, the first repeated in fro
 
 from __future__ import annotations
 
+import shutil
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jaxsac
+from jaxsac import checkpoint, memory
+from jaxsac.assembly import assemble, init_state
 from jaxsac.frames import FrameStack
 from jaxsac.observations import ObsSpec
 from jaxsac.replay import episode_buffer
 from jaxsac.replay.state import NOT_A_START
+from jaxsac.runners import GymRunner, make_jax_runner
 from jaxsac.types import Step
+from tests.support import helpers, image_envs
 
 FRAME = (3, 2, 2)  # H, W, C of the tiny test images
 
@@ -179,3 +185,107 @@ def test_frame_stack_errors():
         jaxsac.make_train(jaxsac.SACConfig(env_id="Pendulum-v1", frame_stack=4))
     with pytest.raises(ValueError, match=r"FrameStack: frame_stack=2 .*no image"):
         FrameStack(ObsSpec.flat(3), 2)
+
+
+# ----------------------------------------------------------------- the runners
+
+
+def stream_rows(steps):
+    """Per env, the rows of Steps [T, E] (numpy) as `obs_stack` reads them: a row is a
+    reset row when its env's previous row ended an episode."""
+    obs, done = np.asarray(steps.obs), np.asarray(steps.terminated | steps.truncated)
+    return [[dict(obs=obs[t, e], next_obs=np.asarray(steps.next_obs)[t, e],
+                  reset=t > 0 and bool(done[t - 1, e])) for t in range(len(obs))]
+            for e in range(obs.shape[1])]
+
+
+def jax_runner_stream(num_envs, k, num_steps):
+    """(acting stacks [T, E, ...] before each step, Steps [T, E]) of the JAX runner."""
+    runner = make_jax_runner(jaxsac.envs.make(image_envs.JAX_ID), num_envs, frame_stack=k)
+    step = jax.jit(lambda rstate, key: runner.step(
+        rstate, lambda obs, _: image_envs.action_of(obs), key))
+    rstate = runner.init(jax.random.key(0))
+    stacks, steps = [], []
+    for t in range(num_steps):
+        stacks.append(np.asarray(rstate.frames))
+        rstate, transition, _ = step(rstate, jax.random.key(t))
+        steps.append(jax.device_get(transition))
+    return np.stack(stacks), jax.tree.map(lambda *x: np.stack(x), *steps)
+
+
+def gym_runner_stream(num_envs, k, num_steps):
+    """The same from the gymnasium runner (acting stacks unpacked from `acting_obs`)."""
+    with GymRunner(image_envs.GYM_ID, num_envs, frame_stack=k) as runner:
+        stacked = runner.frames.stacked_spec
+        stacks, rows = [], []
+        for _ in range(num_steps):
+            stack = stacked.unpack(runner.acting_obs)
+            stacks.append(stack)
+            rows.append(runner.step_packed(image_envs.action_of(stack)))
+        return np.stack(stacks), runner.unpack(np.stack(rows))[0]
+
+
+def test_runners_act_on_the_episodes_last_frames():
+    image_envs.register()
+    num_envs, k, num_steps = 2, 3, 20
+    jax_stacks, jax_steps = jax_runner_stream(num_envs, k, num_steps)
+    gym_stacks, gym_steps = gym_runner_stream(num_envs, k, num_steps)
+    # The same env and actions from the stacks: the same stream, bit for bit.
+    np.testing.assert_array_equal(jax_steps.obs, gym_steps.obs)
+    np.testing.assert_array_equal(jax_steps.terminated | jax_steps.truncated,
+                                  gym_steps.terminated | gym_steps.truncated)
+    np.testing.assert_array_equal(jax_stacks, gym_stacks)
+    per_env = stream_rows(jax_steps)
+    assert sum(r["reset"] for r in per_env[0]) >= 2  # several episodes
+    for env, rows in enumerate(per_env):
+        for t in range(num_steps):
+            np.testing.assert_array_equal(jax_stacks[t, env], obs_stack(rows, t, k),
+                                          err_msg=f"env {env} step {t}")
+
+
+# ----------------------------------------------------------------- a whole image run
+
+
+def pixel_config(directory, **changes):
+    return jaxsac.SACConfig(**{**dict(
+        env_id="PendulumPixels-v1", env_kwargs={"size": 8}, frame_stack=3, num_envs=2,
+        total_env_steps=400, learning_starts=100, log_every=100, checkpoint_every=200,
+        buffer_capacity=240, batch_size=16, hidden_sizes=(16,), eval_episodes=1,
+        checkpoint_dir=directory and str(directory), max_to_keep=5), **changes})
+
+
+def test_image_run_saves_restores_and_resumes_bit_for_bit(tmp_path):
+    # 200 iterations of 2 envs overwrite each env's ring of 120 rows: stacks are cut.
+    full = jaxsac.train(pixel_config(tmp_path / "full")).state
+    assert full.buffer.obs.shape == (240, 8, 8, 3) and full.buffer.obs.dtype == np.uint8
+    assert full.runner.frames.shape == (2, 8, 8, 9) and full.runner.frames.dtype == np.uint8
+    interrupted = tmp_path / "interrupted"
+    interrupted.mkdir()
+    shutil.copytree(tmp_path / "full" / "200", interrupted / "200")
+    resumed = jaxsac.train(pixel_config(interrupted, resume=True)).state
+    assert helpers.leaves_equal(resumed, full)
+    restored, _ = checkpoint.restore(tmp_path / "full", 400)
+    assert helpers.leaves_equal(restored, full)
+
+    # The policy of the checkpoint reads [8, 8, 9] stacks; acting through an episode on
+    # the env's frames equals acting on the brute-force stacks.
+    policy = jaxsac.load_policy(tmp_path / "full")
+    assert policy.acting_spec == ObsSpec.image((8, 8, 9))
+    env = jaxsac.envs.make("PendulumPixels-v1", size=8)
+    state, obs = env.reset(jax.random.key(3))
+    act, frames = policy.episode(), []
+    for _ in range(5):
+        frames.append(np.asarray(obs))
+        action = act(np.asarray(obs))
+        np.testing.assert_array_equal(action, policy(reference_stack(frames, 3)))
+        state, obs = env.step(state, jnp.asarray(action), jax.random.key(0))[:2]
+    with pytest.raises(ValueError, match=r"obs of shape \(8, 8, 3\); expected \(8, 8, 9\)"):
+        policy(frames[0])
+
+
+def test_memory_counts_each_frame_once():
+    config = pixel_config(None, buffer_capacity=1000, checkpoint_every=0)
+    shapes = jax.eval_shape(lambda k: init_state(assemble(config), k), jax.random.key(0))
+    frames = 1000 * 8 * 8 * 3  # bytes: one uint8 frame per stored step, not k
+    assert shapes.buffer.obs.dtype == np.uint8
+    assert frames <= memory.tree_bytes(shapes.buffer) < frames + 1000 * 64
