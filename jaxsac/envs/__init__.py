@@ -13,6 +13,11 @@ MultiAgentPendulum-v1 and MultiAgentCartPole-v1, and MuJoCo Playground's tasks a
 gymnasium. JAX envs come wrapped in their registered time limit (truncation, never
 termination); runners add NEXT_STEP autoreset (`AutoReset`).
 
+Envs from pixels on gymnasium: Atari games as "ALE/<Game>-v5" (ale-py with gymnasium's
+AtariPreprocessing: [84, 84, 1] uint8 frames; jaxsac.envs.atari) and DeepMind Control
+tasks as "dmc/<domain>-<task>" or "dmc/<domain>-<task>-pixels" ([84, 84, 3] uint8,
+with action repeat; jaxsac.envs.dmc).
+
 Envs of one's own: a JAX env with `register_jax_env(env_id, constructor, ...)`, any
 gymnasium env (wrappers included) built by a callable with `register_gym_env(env_id,
 factory)`. A run's env is `from_config(config)`: `config.env_id` made with
@@ -31,8 +36,10 @@ from jaxsac import checks
 from jaxsac.config import BACKENDS, SACConfig
 from jaxsac.envs import playground
 from jaxsac.envs.acrobot import Acrobot, AcrobotState
+from jaxsac.envs.atari import ATARI_EXTRA, is_atari
 from jaxsac.envs.cartpole import CartPole, CartPoleState
 from jaxsac.envs.core import AutoReset, AutoResetState, JaxEnv, TimeLimit, TimeLimitState
+from jaxsac.envs.dmc import DMC_EXTRA, dmc_time_limit, is_dmc
 from jaxsac.envs.gym_adapter import (
     GYM_FACTORIES,
     CheckData,
@@ -114,6 +121,10 @@ def max_episode_steps(env_id: str, kwargs: dict[str, Any] | None = None) -> int 
         return int(kwargs["max_episode_steps"])
     if env_id in GYM_FACTORIES:
         return GYM_FACTORIES[env_id].max_episode_steps
+    if is_dmc(env_id):
+        return dmc_time_limit(kwargs)
+    if is_atari(env_id):
+        return None  # ale-py's own limit, in emulator frames
     if env_id in JAX_ENVS:
         return JAX_ENVS[env_id][1]
     if is_playground(env_id):
@@ -244,6 +255,8 @@ def time_limit(config: SACConfig, evaluation: bool = False) -> int | None:
 
 
 __all__ = [
+    "ATARI_EXTRA",
+    "DMC_EXTRA",
     "BACKENDS",
     "GYM_FACTORIES",
     "JAX_ENVS",
