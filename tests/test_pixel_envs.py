@@ -9,7 +9,9 @@ import importlib
 import ale_py
 import gymnasium
 import numpy as np
+import pytest
 
+import jaxsac
 from jaxsac import envs
 from jaxsac.observations import ObsSpec, obs_spec
 from jaxsac.runners import GymRunner
@@ -64,3 +66,22 @@ def test_dmc_state_observations_are_a_dict_of_the_task_entries():
     assert obs_spec(factory.observation_space) == ObsSpec(
         ("position", "velocity"), ((3,), (2,)), ("float32", "float32"))
     assert envs.max_episode_steps("dmc/cartpole-swingup") == 1000
+
+
+@pytest.mark.parametrize("env_id", ["ALE/Pong-v5", "dmc/cartpole-swingup-pixels"])
+@pytest.mark.filterwarnings("ignore:Mean of empty slice")  # a period without updates
+def test_cpu_examples_train_evaluate_and_save(env_id, tmp_path):
+    # One iteration per host block: fewer programs to compile.
+    config = jaxsac.tuned(f"{env_id}-cpu", checkpoint_dir=str(tmp_path), checkpoint_every=64,
+                          host_block_steps=1)
+    result = jaxsac.train(config)
+    rows = result.metrics
+    assert list(rows["env_steps"]) == list(range(32, config.total_env_steps + 1, 32))
+    assert np.isfinite(rows["eval_return"]).all() and np.isfinite(rows["qf_loss"][-1])
+    state = result.state
+    assert state.buffer.obs.dtype == np.uint8  # frames, stored once
+    assert state.buffer.obs.shape[1:] == obs_spec(
+        envs.from_config(config).observation_space).shapes[0]
+    restored, _ = jaxsac.checkpoint.restore(tmp_path)
+    assert int(restored.iteration) == int(state.iteration)
+    np.testing.assert_array_equal(restored.buffer.obs, state.buffer.obs)
