@@ -289,3 +289,11 @@ def test_memory_counts_each_frame_once():
     frames = 1000 * 8 * 8 * 3  # bytes: one uint8 frame per stored step, not k
     assert shapes.buffer.obs.dtype == np.uint8
     assert frames <= memory.tree_bytes(shapes.buffer) < frames + 1000 * 64
+
+
+def test_a_frame_stack_without_an_image_is_refused_before_the_run():
+    for backend in ("jax", "gymnasium"):
+        config = jaxsac.SACConfig(env_id="Pendulum-v1", backend=backend, frame_stack=3)
+        with pytest.raises(ValueError, match=r"SACConfig.frame_stack=3 is invalid: must be 1 "
+                                             r"for the observation flat \[3\], which has no"):
+            jaxsac.train(config)

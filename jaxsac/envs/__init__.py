@@ -68,6 +68,8 @@ from jaxsac.envs.playground import (
     is_playground,
     make_playground,
 )
+from jaxsac.frames import check_frame_stack
+from jaxsac.observations import obs_spec
 
 # env id -> (constructor taking the env's own kwargs, max_episode_steps as registered
 # in gymnasium).
@@ -227,8 +229,9 @@ def from_config(config: SACConfig, evaluation: bool = False) -> JaxEnv | GymEnvF
 
 
 def check_config_envs(config: SACConfig) -> None:
-    """Errors naming the field for env kwargs an env does not take, and for an evaluation
-    env whose spaces are not the training env's (a gymnasium env is built once here)."""
+    """Errors naming the field for env kwargs an env does not take, for a frame stack
+    of an observation without an image, and for an evaluation env whose spaces are not
+    the training env's (a gymnasium env is built once here)."""
     spaces = []
     separate = config.eval_env != (config.env_id, config.env_kwargs)
     for evaluation in (False, True) if separate else (False,):
@@ -240,6 +243,9 @@ def check_config_envs(config: SACConfig) -> None:
             spaces.append((env.observation_space.shape, env.action_space))
         except TypeError as e:  # an argument the env's constructor does not take
             checks.fail("SACConfig", name, kwargs, f"arguments env_id={env_id!r} takes ({e})")
+        if not evaluation and not is_multi_agent(env_id):  # an image to stack
+            check_frame_stack("SACConfig", config.frame_stack, obs_spec(
+                env.observation_space, f"env {env_id!r}"))
     if separate and spaces[0] != spaces[1]:
         (obs, act), (eval_obs, eval_act) = spaces
         checks.fail("SACConfig", "eval_env_id", config.eval_env_id,
