@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 
+import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,7 +17,7 @@ import jaxsac
 from jaxsac import checkpoint, memory
 from jaxsac.assembly import assemble, init_state
 from jaxsac.frames import FrameStack
-from jaxsac.observations import ObsSpec
+from jaxsac.observations import ObsSpec, obs_spec
 from jaxsac.replay import episode_buffer
 from jaxsac.replay.state import NOT_A_START
 from jaxsac.runners import GymRunner, make_jax_runner
@@ -24,6 +25,34 @@ from jaxsac.types import Step
 from tests.support import helpers, image_envs
 
 FRAME = (3, 2, 2)  # H, W, C of the tiny test images
+
+
+# ----------------------------------------------------------------- image observations
+
+
+def test_an_image_box_stays_an_image_and_packs_exactly():
+    spec = obs_spec(gymnasium.spaces.Box(0, 255, FRAME, np.uint8))
+    assert spec == ObsSpec.image(FRAME) and spec.is_image_array and spec.dim == 12
+    assert ObsSpec.from_metadata(spec.metadata()) == spec
+    assert spec.stacked(3) == ObsSpec.image((3, 2, 6))
+    # Other Boxes stay flat float32 (a float image, a uint8 of another rank).
+    assert obs_spec(gymnasium.spaces.Box(0, 1, FRAME, np.float32)) == ObsSpec.flat(12)
+    assert obs_spec(gymnasium.spaces.Box(0, 255, (4, 5), np.uint8)) == ObsSpec.flat(20)
+    every_value = np.arange(256 * 12).reshape(-1, *FRAME) % 256  # each value 12 times
+    images = spec.from_env(every_value.astype(np.int64))
+    assert images.dtype == np.uint8 and images.shape == every_value.shape
+    packed = spec.pack(images)
+    assert packed.dtype == np.float32 and packed.shape == (len(images), 12)
+    np.testing.assert_array_equal(spec.unpack(packed), images)
+    np.testing.assert_array_equal(spec.unpack(jnp.asarray(packed)), images)
+    # Normalization tracks no image and leaves it as it is; the module sees uint8.
+    to_module = jaxsac.connectors.EnvToModule(normalize=True)
+    stats = to_module.update(to_module.init(spec), images)
+    module_obs = to_module.apply(stats, images)
+    assert module_obs.dtype == jnp.uint8
+    np.testing.assert_array_equal(module_obs, images)
+    np.testing.assert_array_equal(jaxsac.observations.flat_features(images),
+                                  images.reshape(len(images), -1).astype(np.float32))
 
 
 # ----------------------------------------------------------------- the reference
