@@ -272,6 +272,31 @@ def test_runners_act_on_the_episodes_last_frames():
                                           err_msg=f"env {env} step {t}")
 
 
+def test_gym_runner_stacks_restart_after_resume_from():
+    # A resumed gymnasium run (its envs restarted) emits reset rows from the stored
+    # last observations; the stacks then start from the envs' current observations.
+    image_envs.register()
+    k, num_steps, resume_at = 3, 12, 5
+    with GymRunner(image_envs.GYM_ID, 1, frame_stack=k) as runner:
+        stacked = runner.frames.stacked_spec
+        stacks, rows = [], []
+        for t in range(num_steps):
+            if t == resume_at:
+                runner.resume_from(np.full((1, runner.obs_dim), 9, np.float32))
+            stack = stacked.unpack(runner.acting_obs)
+            stacks.append(stack[0])
+            rows.append(runner.step_packed(image_envs.action_of(stack)))
+        steps = runner.unpack(np.stack(rows))[0]
+    [per_env] = stream_rows(steps)
+    assert (per_env[resume_at]["obs"] == 9).all()
+    per_env[resume_at]["reset"] = True  # the buffer ends the episode before it
+    # At the reset row itself the envs have restarted already: its action is ignored.
+    for t in set(range(num_steps)) - {resume_at}:
+        np.testing.assert_array_equal(stacks[t], obs_stack(per_env, t, k), err_msg=f"{t}")
+    np.testing.assert_array_equal(stacks[resume_at + 1], np.concatenate(
+        [per_env[resume_at + 1]["obs"]] * k, axis=-1))
+
+
 # ----------------------------------------------------------------- a whole image run
 
 
