@@ -67,8 +67,8 @@ class FrameStack:
         if self.frame_stack == 1:
             return obs
         tree = self.spec.unpack(obs) if packed else obs
-        stack = self._map(lambda x: _xp(x).concatenate([x] * self.frame_stack, axis=-1),
-                          tree)
+        stack = self._map_images(
+            lambda x: _xp(x).concatenate([x] * self.frame_stack, axis=-1), tree)
         return self.stacked_spec.pack(stack, stack_batch_dims(stack, self.stacked_spec)) \
             if packed else stack
 
@@ -80,29 +80,24 @@ class FrameStack:
             return obs
         tree = self.spec.unpack(obs) if packed else obs
         stack = self.stacked_spec.unpack(stack) if packed else stack
-        started = self.start(tree)
 
-        def shift(old, new, fresh):
+        def shift(old, fresh, new):
             xp = _xp(old)
             shifted = xp.concatenate([old[..., new.shape[-1]:], new], axis=-1)
             where = xp.asarray(new_episode).reshape(
-                new_episode.shape + (1,) * (new.ndim - np.ndim(new_episode)))
+                np.shape(new_episode) + (1,) * (new.ndim - np.ndim(new_episode)))
             return xp.where(where, fresh, shifted)
 
-        tree = self._map2(shift, stack, tree, started)
+        tree = self._map_images(shift, stack, self.start(tree), tree)
         return self.stacked_spec.pack(tree, np.ndim(new_episode)) if packed else tree
 
-    def _map(self, fn, obs: Any) -> Any:
-        """fn applied to the image entries of obs (the others as they are)."""
+    def _map_images(self, fn, *trees: Any) -> Any:
+        """fn(*entries) of the image entries of `trees` (observation trees of the same
+        keys); the last tree's own entries elsewhere."""
+        obs = trees[-1]
         if not isinstance(obs, Mapping):
-            return fn(obs) if self.spec.is_image_array else obs
-        return {k: fn(obs[k]) if is_image(s, d) else obs[k] for k, s, d in self.spec.entries()}
-
-    def _map2(self, fn, stack: Any, obs: Any, started: Any) -> Any:
-        """fn(stack entry, obs entry, started entry) for image entries; obs's elsewhere."""
-        if not isinstance(obs, Mapping):
-            return fn(stack, obs, started) if self.spec.is_image_array else obs
-        return {k: fn(stack[k], obs[k], started[k]) if is_image(s, d) else obs[k]
+            return fn(*trees) if self.spec.is_image_array else obs
+        return {k: fn(*(tree[k] for tree in trees)) if is_image(s, d) else obs[k]
                 for k, s, d in self.spec.entries()}
 
 
