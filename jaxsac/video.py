@@ -76,11 +76,12 @@ def record_video(policy: Policy | Callable[[np.ndarray], Any], path: str | os.Pa
             else None
         frames, total, rate = _playground_frames(policy, env_id, obs_keys, kwargs, max_steps,
                                                  seed)
-    elif env_id in envs.GYM_FACTORIES or _gymnasium_knows(env_id):
+    elif envs.source_spec(env_id) is not None or _gymnasium_knows(env_id):
         frames, total, rate = _gymnasium_frames(policy, env_id, kwargs, max_steps, seed)
     else:
         checks.fail("record_video", "env_id", env_id, "a gymnasium id, a factory of "
-                    "register_gym_env or a MuJoCo Playground task (JAX envs of "
+                    "register_gym_env, an Atari or DeepMind Control id, or a MuJoCo "
+                    "Playground task (JAX envs of "
                     "register_jax_env have no renderer)")
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -85,3 +85,10 @@ def test_cpu_examples_train_evaluate_and_save(env_id, tmp_path):
     restored, _ = jaxsac.checkpoint.restore(tmp_path)
     assert int(restored.iteration) == int(state.iteration)
     np.testing.assert_array_equal(restored.buffer.obs, state.buffer.obs)
+
+
+def test_a_dmc_episode_renders_to_a_video(tmp_path):
+    video = jaxsac.record_video(lambda obs: np.zeros(1, np.float32), tmp_path / "dmc.mp4",
+                                env_id="dmc/cartpole-swingup-pixels", max_steps=3,
+                                env_kwargs={"size": 32})
+    assert video.num_frames == 4 and (tmp_path / "dmc.mp4").stat().st_size > 0

@@ -50,6 +50,7 @@ from jaxsac.envs.gym_adapter import (
     check_observation_space,
     gym_env_factory,
     register_gym_env,
+    source_spec,
 )
 from jaxsac.envs.mountain_car import MountainCarContinuous, MountainCarState
 from jaxsac.envs.multi_agent import (
@@ -308,6 +309,7 @@ __all__ = [
     "max_episode_steps",
     "register_gym_env",
     "register_jax_env",
+    "source_spec",
     "resolve_backend",
     "time_limit",
 ]
