@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from jaxsac import agents, checks, connectors, envs, logger, noise, replay, sharding
 from jaxsac.agents import AgentLayout
 from jaxsac.config import SACConfig
+from jaxsac.frames import check_frame_stack
 from jaxsac.learner import Hyperparams, Learner, LearnerState, make_learner, stacked_learner
 from jaxsac.metrics import empty_episode_stats
 from jaxsac.observations import ObsSpec, obs_spec
@@ -87,6 +88,12 @@ class Assembly(NamedTuple):
     def obs_dim(self) -> int:
         """Entries of an observation's flat features."""
         return self.obs_spec.dim
+
+    @property
+    def acting_spec(self) -> ObsSpec:
+        """What the policy and the learner read: `obs_spec` seen through the config's
+        frame stack (each image [H, W, C·frame_stack]; `obs_spec` itself without one)."""
+        return self.obs_spec.stacked(self.module_config.frame_stack)
 
     def obs_stats(self, state: TrainState) -> Any:
         """The observation statistics (ObsNormState) in `state`: the JAX runner's, or,
@@ -163,10 +170,12 @@ def assemble(config: SACConfig, gamma: Any = None,
     if envs.is_multi_agent(config.env_id):
         return _multi_agent_assembly(config, gamma)
     env = envs.from_config(config)
-    runner = make_jax_runner(env, config.num_envs, normalize_obs=config.normalize_obs)
+    runner = make_jax_runner(env, config.num_envs, normalize_obs=config.normalize_obs,
+                             frame_stack=checked_frame_stack(config, env.observation_space))
     check_exploration(config, runner.actions)
     check_obs_keys(config, runner.obs_spec)
-    return Assembly(config, env, make_learner(config, runner.obs_spec, runner.actions),
+    return Assembly(config, env, make_learner(config, runner.obs_spec.stacked(
+                        config.frame_stack), runner.actions),
                     make_buffer(config, config.gamma if gamma is None else gamma), runner,
                     connectors.EnvToModule(normalize=config.normalize_obs), runner.obs_spec,
                     runner.actions, placement=placement, eval_env=_eval_env(config, env))
@@ -185,10 +194,13 @@ def _multi_agent_assembly(config: SACConfig, gamma: Any) -> Assembly:
     env = envs.from_config(config)
     layout = AgentLayout.from_config(config)
     runner = make_jax_runner(env.agent_env, config.num_envs * config.num_agents,
-                             normalize_obs=config.normalize_obs)
+                             normalize_obs=config.normalize_obs,
+                             frame_stack=checked_frame_stack(
+                                 config, env.agent_env.observation_space))
     check_exploration(config, runner.actions)
     check_obs_keys(config, runner.obs_spec)
-    learner = stacked_learner(make_learner(per_module, runner.obs_spec, runner.actions),
+    learner = stacked_learner(make_learner(per_module, runner.obs_spec.stacked(
+        config.frame_stack), runner.actions),
                               per_module, layout)
     buffer = replay.stacked_buffer(
         make_buffer(per_module, per_module.gamma if gamma is None else gamma), layout)
@@ -205,9 +217,11 @@ def host_assembly(config: SACConfig, obs: ObsSpec | int,
     the Box [-1, 1]^d)."""
     spec = obs_spec(obs, "host_assembly")
     actions = connectors.module_actions(actions, "host_assembly")
+    checked_frame_stack(config, spec)
     check_exploration(config, actions)
     check_obs_keys(config, spec)
-    return Assembly(config, None, make_learner(config, spec, actions),
+    return Assembly(config, None, make_learner(config, spec.stacked(config.frame_stack),
+                                               actions),
                     make_buffer(config, config.gamma), None,
                     connectors.EnvToModule(normalize=config.normalize_obs), spec, actions)
 
@@ -229,6 +243,13 @@ def check_obs_keys(config: SACConfig, spec: ObsSpec) -> None:
                         f"observation {list(spec.keys)} (no key {missing[0]!r})")
 
 
+def checked_frame_stack(config: SACConfig, observations: Any) -> int:
+    """`config.frame_stack`, or an error naming it when the env's observations (a space
+    or an ObsSpec) have no image to stack."""
+    return check_frame_stack("SACConfig", config.frame_stack,
+                             obs_spec(observations, f"env {config.env_id!r}"))
+
+
 def check_exploration(config: SACConfig, actions: connectors.ModuleActions) -> None:
     """An error for exploration settings the action space cannot honour: colored noise
     is for the Gaussian policy of Box actions."""
@@ -246,7 +267,8 @@ def make_buffer(config: SACConfig, gamma: Any) -> ReplayBuffer:
         config.batch_size // shards, n_step=config.n_step,
         gamma=gamma, prioritized=config.prioritized, alpha=config.priority_alpha,
         beta=config.priority_beta, eps=config.priority_eps,
-        beta_final=config.priority_beta_final, beta_steps=config.priority_beta_steps)
+        beta_final=config.priority_beta_final, beta_steps=config.priority_beta_steps,
+        frame_stack=config.frame_stack)
     if shards == 1:
         return shard
 

@@ -256,7 +256,8 @@ class OpenStep:
     """One checkpoint step open for reading (see `open_step`).
 
     step: its env steps. config: the stored SACConfig. meta: the stored metadata (env
-    spaces: obs_shape, obs_dim, obs_entries (format 4), backend, and act_dim, act_shape,
+    spaces: obs_shape, obs_dim, obs_entries (format 4), obs_image (an image Box's
+    shape, else None or absent), backend, and act_dim, act_shape,
     act_low, act_high for a Box or act_kind, act_dim, act_start for a Discrete space;
     seed_axis, num_seeds; arrays, checksums, key_impls).
     """

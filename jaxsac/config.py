@@ -139,6 +139,10 @@ class SACConfig:
     a dict; the "flat" encoder reads its entries in sorted key order."""
     normalize_obs: bool = setting(False, ENV, STRUCTURAL, check=Bool())
     """Normalize observations with running mean/std statistics (saved with checkpoints)."""
+    frame_stack: int = setting(1, ENV, STRUCTURAL, check=Int(1))
+    """Frames the policy sees: each image entry [H, W, C] uint8 as its episode's last k
+    frames [H, W, C·k], oldest first (vectors not stacked); stored once, stacked at
+    sample time (docs/semantics.md, "Frame stacks"). > 1 needs an image entry."""
     domain_randomization: bool = setting(False, ENV, STRUCTURAL, check=Bool())
     """Each env steps its own physics model, drawn from the seed by the task's Playground
     randomizer (friction, masses, gains, ...) as Playground's training does, held in the

@@ -56,7 +56,8 @@ class ObsNormState:
     (uint8 images) are not normalized.
 
     mean: [obs_dim] float32 for a flat observation; for a dict one, {key: [*shape]
-    float32} of its floating-point entries. var: the same, population variances.
+    float32} of its floating-point entries ({} for an image array observation).
+    var: the same, population variances.
     count: [] float32, observations seen, starting at a tiny `epsilon` like gymnasium's
     `RunningMeanStd` so the first update needs no special case.
     """
@@ -70,7 +71,7 @@ def init_obs_norm(obs: ObsSpec | int, epsilon: float = 1e-4) -> ObsNormState:
     """Statistics before any observation of `obs` (an ObsSpec, or an int d for flat
     observations [d]): mean 0, var 1, count `epsilon`."""
     spec = obs_spec(obs, "init_obs_norm")
-    if spec.is_dict:
+    if spec.is_dict or spec.is_image_array:  # an image array: no entry tracked, {}
         shapes = {k: shape for k, shape, _ in spec.entries()}
         mean = {k: jnp.zeros(shapes[k], jnp.float32) for k in spec.float_keys()}
         var = {k: jnp.ones(shapes[k], jnp.float32) for k in spec.float_keys()}
@@ -127,8 +128,11 @@ def _merge_obs_stats(stats: ObsNormState, batch_mean: jax.Array, batch_var: jax.
 def normalize_obs(stats: ObsNormState, obs: Any, epsilon: float = 1e-8) -> Any:
     """(obs - mean) / sqrt(var + epsilon), float32, any leading axes; for a dict
     observation each tracked entry with its own statistics (other entries as they
-    are; `obs` may hold a subset of the keys, e.g. the actor's)."""
+    are; `obs` may hold a subset of the keys, e.g. the actor's). An image array
+    observation (its statistics track nothing: `mean` is {}) is returned as it is."""
     if not isinstance(obs, Mapping):
+        if isinstance(stats.mean, Mapping):
+            return obs
         return ((obs - stats.mean) / jnp.sqrt(stats.var + epsilon)).astype(jnp.float32)
     return {k: normalize_obs(ObsNormState(stats.mean[k], stats.var[k], stats.count), x,
                              epsilon) if k in stats.mean else x for k, x in obs.items()}
@@ -145,9 +149,11 @@ def select_stats(stats: ObsNormState, keys: tuple[str, ...] | None) -> ObsNormSt
 
 
 def module_floats(obs: Any) -> Any:
-    """Observations with their floating-point entries as float32 (an array: all of it)."""
+    """Observations with their floating-point entries as float32 (a non-image array:
+    all of it; uint8 images stay uint8)."""
     if not isinstance(obs, Mapping):
-        return jnp.asarray(obs, jnp.float32)
+        obs = jnp.asarray(obs)
+        return obs if obs.dtype == jnp.uint8 else obs.astype(jnp.float32)
     return {k: jnp.asarray(x, jnp.float32) if jnp.issubdtype(jnp.asarray(x).dtype,
                                                               jnp.floating) else x
             for k, x in obs.items()}

@@ -23,6 +23,7 @@ from jaxsac import connectors, envs
 from jaxsac.assembly import Assembly, act, assemble, deterministic_policy
 from jaxsac.config import SACConfig
 from jaxsac.envs import EnvDataError, EnvFailureError
+from jaxsac.frames import FrameStack
 from jaxsac.runners import GymRunner
 
 
@@ -35,20 +36,24 @@ def evaluate_returns(assembly: Assembly, actor_params: Any, obs_stats: Any, key:
     agent_shape = () if assembly.agents is None else (assembly.agents.num_agents,)
     batch_shape = (num_episodes, *agent_shape)
     env_states, obs = jax.vmap(env.reset)(jax.random.split(key, num_episodes))
+    frames = FrameStack(assembly.obs_spec, assembly.module_config.frame_stack)
+
+    def columns_of(obs):  # [K·N, ...], episode-major, as the run stores them
+        stored = assembly.obs_spec.from_env(obs, batch_dims=len(batch_shape))
+        return jax.tree.map(lambda x: x.reshape(-1, *x.shape[len(batch_shape):]), stored)
 
     def step(carry, step_key):
-        env_states, obs, total, done = carry
-        stored = assembly.obs_spec.from_env(obs, batch_dims=len(batch_shape))
-        columns = jax.tree.map(  # [K·N, ...], episode-major
-            lambda x: x.reshape(-1, *x.shape[len(batch_shape):]), stored)
-        action = act(assembly, actor_params, obs_stats, columns, step_key, deterministic=True)
+        env_states, stack, total, done = carry
+        action = act(assembly, actor_params, obs_stats, stack, step_key, deterministic=True)
         action = assembly.actions.to_env(action).reshape(*batch_shape, *env.action_space.shape)
         env_states, obs, reward, terminated, truncated = jax.vmap(env.step)(
             env_states, action, jax.random.split(step_key, num_episodes))[:5]
         total = total + jnp.where(done, 0.0, reward)
-        return (env_states, obs, total, done | terminated | truncated), None
+        stack = frames.push(stack, columns_of(obs), jnp.zeros(total.size, bool))
+        return (env_states, stack, total, done | terminated | truncated), None
 
-    start = (env_states, obs, jnp.zeros(batch_shape), jnp.zeros(batch_shape, bool))
+    start = (env_states, frames.start(columns_of(obs)), jnp.zeros(batch_shape),
+             jnp.zeros(batch_shape, bool))
     step_keys = jax.random.split(jax.random.fold_in(key, 1), env.max_episode_steps)
     (_, _, total, _), _ = jax.lax.scan(step, start, step_keys)
     return jnp.moveaxis(total, 0, -1)
@@ -65,7 +70,9 @@ class GymEvaluation(NamedTuple):
     timeout_s: `eval_timeout_s`, the wall-clock limit of one evaluation.
     max_env_restarts: the restart budget of a failing env, as in training.
     policy_for: (ObsSpec, ModuleActions) -> the jitted deterministic policy
-        (actor_params, obs_stats, obs [B, ...]) -> module actions [B, ...].
+        (actor_params, obs_stats, obs [B, ...]) -> module actions [B, ...] (obs seen
+        through the frame stack).
+    frame_stack: `SACConfig.frame_stack`, the frames the policy sees.
     """
 
     env: Any
@@ -74,6 +81,7 @@ class GymEvaluation(NamedTuple):
     timeout_s: float
     max_env_restarts: int
     policy_for: Callable[[Any, connectors.ModuleActions], Callable]
+    frame_stack: int = 1
 
 
 def gym_evaluation(config: SACConfig) -> GymEvaluation:
@@ -82,7 +90,7 @@ def gym_evaluation(config: SACConfig) -> GymEvaluation:
         envs.from_config(config, evaluation=True), config.eval_env[0],
         envs.time_limit(config, evaluation=True) or config.eval_max_episode_steps,
         config.eval_timeout_s, config.max_env_restarts,
-        functools.partial(deterministic_policy, config))
+        functools.partial(deterministic_policy, config), config.frame_stack)
 
 
 def evaluate_gymnasium(evaluation: GymEvaluation, actor_params: Any, key: jax.Array,
@@ -108,16 +116,15 @@ def evaluate_gymnasium(evaluation: GymEvaluation, actor_params: Any, key: jax.Ar
     dropped = np.zeros(num_episodes, bool)
     try:
         runner = GymRunner(evaluation.env, num_episodes, "sync", evaluation.max_env_restarts,
-                           seed)
+                           seed, frame_stack=evaluation.frame_stack)
     except (EnvFailureError, EnvDataError) as error:
         _warn_dropped(error)
         return np.full(num_episodes, np.nan)
     try:
-        spec = runner.obs_spec
-        policy = evaluation.policy_for(spec, runner.actions)
+        spec = runner.frames.stacked_spec
+        policy = evaluation.policy_for(runner.obs_spec, runner.actions)
         if obs_stats is None:
-            obs_stats = connectors.init_obs_norm(spec)
-        raw_obs = runner.raw_obs
+            obs_stats = connectors.init_obs_norm(runner.obs_spec)
         deadline = time.monotonic() + evaluation.timeout_s
         steps = 0
         while not finished.all():
@@ -128,13 +135,12 @@ def evaluate_gymnasium(evaluation: GymEvaluation, actor_params: Any, key: jax.Ar
                               "(eval_failures)", stacklevel=2)
                 dropped |= ~finished
                 break
-            action = policy(actor_params, obs_stats, spec.unpack(raw_obs))
+            action = policy(actor_params, obs_stats, spec.unpack(runner.acting_obs))
             step, _ = runner.unpack(runner.step_packed(action))
             steps += 1
             total += np.where(finished, 0.0, step.reward)
             dropped |= ~finished & step.failed
             finished |= step.terminated | step.truncated | (steps >= evaluation.max_steps)
-            raw_obs = spec.pack(step.next_obs)
     except (EnvFailureError, EnvDataError) as error:
         _warn_dropped(error)
         dropped |= ~finished

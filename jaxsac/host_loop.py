@@ -57,12 +57,13 @@ def acting_functions(config: SACConfig, obs: ObsSpec | int,
     stochastic policy) and "random" (uniform warm-up actions), each
     `(actor_params, obs_stats, raw_obs [T, obs_dim], root, iteration) -> module actions
     [T, ...]` with the iteration's acting key (raw_obs packed, `ObsSpec.pack`, of the
-    ObsSpec `obs`; an int d: flat [d]). Runners in other processes build theirs with
+    ObsSpec `obs` seen through the config's frame stack, `Assembly.acting_spec`; an int
+    d: flat [d]). Runners in other processes build theirs with
     this function too (it is what `EnvRunner`'s `acting` factory calls)."""
     assembly = host_assembly(config, obs, actions)
 
     def policy(actor_params, obs_stats, raw_obs, root, iteration):
-        return act(assembly, actor_params, obs_stats, assembly.obs_spec.unpack(raw_obs),
+        return act(assembly, actor_params, obs_stats, assembly.acting_spec.unpack(raw_obs),
                    iteration_keys(root, iteration)[0],
                    noise=exploration_noise(assembly, root, iteration, raw_obs.shape[0]))
 
@@ -78,14 +79,16 @@ def host_runner(config: SACConfig) -> HostRunner:
     acting = functools.partial(acting_functions, config)
     if config.num_env_runners == 0:
         return EnvRunner(GymRunner(envs.from_config(config), config.num_envs,
-                                   config.vectorization, config.max_env_restarts, config.seed),
+                                   config.vectorization, config.max_env_restarts, config.seed,
+                                   frame_stack=config.frame_stack),
                          acting)
     return RayEnvRunners(
         envs.from_config(config), config.num_env_runners,
         config.envs_per_env_runner, acting, vectorization=config.vectorization,
         max_env_restarts=config.max_env_restarts, seed=config.seed,
         sample_timeout_s=config.sample_timeout_s,
-        max_env_runner_restarts=config.max_env_runner_restarts, address=config.ray_address)
+        max_env_runner_restarts=config.max_env_runner_restarts, address=config.ray_address,
+        frame_stack=config.frame_stack)
 
 
 class HostLoop:

@@ -25,6 +25,7 @@ import numpy as np
 from jaxsac import checkpoint, checks, connectors, envs, runs, storage
 from jaxsac.assembly import deterministic_policy, sampling_policy
 from jaxsac.config import SACConfig
+from jaxsac.frames import FrameStack
 from jaxsac.observations import ObsSpec, obs_spec
 
 
@@ -40,8 +41,12 @@ class Policy:
     Box, [*act_shape] or [B, *act_shape]; for a Discrete action space the argmax of the
     logits (deterministic) or a categorical draw, as an integer [] or [B] (int64, offset
     by the space's `start`).
+    With a frame stack (`config.frame_stack` k > 1) the policy reads each image entry as
+    its episode's last k frames, [H, W, C·k] oldest first (`acting_spec`): pass such
+    stacks, or act through `policy.episode()`, which keeps them from the env's frames.
     Attributes: config, step, actor_params, obs_stats (observation statistics),
-    obs_spec (the run's observations), actor_spec (the entries the actor reads).
+    obs_spec (the run's observations), actor_spec (the entries the actor reads),
+    acting_spec (those entries as the policy reads them, through the frame stack).
     """
 
     def __init__(self, config: SACConfig, step: int, actor_params: Any, obs_stats: Any,
@@ -50,6 +55,7 @@ class Policy:
         self.obs_spec = ObsSpec.from_metadata(meta)
         self.actor_spec = self.obs_spec.select(config.actor_obs_keys, "Policy",
                                                "config.actor_obs_keys")
+        self.acting_spec = self.actor_spec.stacked(config.frame_stack)
         self.actor_params = actor_params
         self.obs_stats = connectors.select_stats(obs_stats, self.actor_spec.keys)
         self.obs_shape = None if meta["obs_shape"] is None else tuple(meta["obs_shape"])
@@ -82,11 +88,15 @@ class Policy:
         return cls(config, step, jax.tree.map(pick, state.learner.actor_params),
                    jax.tree.map(pick, stats), meta)
 
-    def _batch(self, obs: Any) -> tuple[Any, bool]:
-        """(observations [B, ...] as the actor reads them: flattened [B, obs_dim], or the
-        actor's entries of a dict; whether `obs` was one observation)."""
-        if self.actor_spec.is_dict:
-            return _dict_batch(self.actor_spec, obs)
+    def _batch(self, obs: Any, spec: ObsSpec | None = None) -> tuple[Any, bool]:
+        """(observations [B, ...] of `spec` (None: `acting_spec`, what the actor reads):
+        flattened [B, obs_dim], images [B, H, W, C], or the actor's entries of a dict;
+        whether `obs` was one observation)."""
+        spec = self.acting_spec if spec is None else spec
+        if spec.is_dict:
+            return _dict_batch(spec, obs)
+        if spec.is_image_array:
+            return _image_batch(spec.shapes[0], obs)
         obs = np.asarray(obs, np.float32)
         single = obs.shape == self.obs_shape
         if not single and obs.shape[1:] != self.obs_shape:
@@ -112,8 +122,51 @@ class Policy:
         return self._to_env(self._sample(self.actor_params, self.obs_stats, batch, key),
                             single)
 
+    def episode(self) -> EpisodeActing:
+        """A fresh `EpisodeActing`: the deterministic policy acting through one episode
+        on the env's own observations, keeping the frame stacks."""
+        return EpisodeActing(self)
+
     def __repr__(self) -> str:
         return f"Policy({self.config.env_id!r}, step={self.step})"
+
+
+class EpisodeActing:
+    """The deterministic policy through an episode (or a batch of episodes started
+    together), on the observations the env gives (single frames):
+
+        act = policy.episode()
+        obs, _ = env.reset()
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(act(obs))
+        act.reset()  # before the next episode's first observation
+
+    The first call after creating it or after `reset()` starts each image's stack with
+    its first frame repeated, later calls drop the oldest frame and append the newest,
+    as the runners and the replay buffer do (jaxsac.frames). Without a frame stack it
+    is `policy(obs)`.
+    """
+
+    def __init__(self, policy: Policy):
+        self.policy = policy
+        self._frames = FrameStack(policy.actor_spec, policy.config.frame_stack)
+        self._stack = None
+
+    def reset(self) -> None:
+        """The next call starts a new episode."""
+        self._stack = None
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        """The env action for the episode's newest observation `obs` (one, or a batch)."""
+        batch, single = self.policy._batch(obs, self.policy.actor_spec)
+        if self._stack is None:
+            self._stack = self._frames.start(batch)
+        else:
+            self._stack = self._frames.push(self._stack, batch,
+                                            np.zeros(len(jax.tree.leaves(batch)[0]), bool))
+        action = self.policy._act(self.policy.actor_params, self.policy.obs_stats,
+                                  self._stack)
+        return self.policy._to_env(action, single)
 
 
 def load_policy(directory: str | os.PathLike, step: int | None = None, *,
@@ -182,6 +235,18 @@ def load_policy(directory: str | os.PathLike, step: int | None = None, *,
                           "unnormalized observations", stacklevel=2)
         stats = connectors.init_obs_norm(ObsSpec.from_metadata(meta))
     return Policy(config, opened.step, actor, stats, meta)
+
+
+def _image_batch(shape: tuple[int, ...], obs: Any) -> tuple[np.ndarray, bool]:
+    """(images [B, *shape] uint8, whether `obs` was one image); a ValueError names
+    another shape."""
+    obs = np.asarray(obs)
+    single = obs.shape == shape
+    if not single and obs.shape[1:] != shape:
+        raise ValueError(f"Policy: obs of shape {obs.shape}; expected {shape} or "
+                         f"(B, {', '.join(map(str, shape))}) uint8 images")
+    obs = obs.astype(np.uint8)
+    return (obs[None] if single else obs), single
 
 
 def _dict_batch(spec: ObsSpec, obs: Any) -> tuple[dict[str, np.ndarray], bool]:

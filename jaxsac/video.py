@@ -25,7 +25,7 @@ import jax
 import numpy as np
 
 from jaxsac import checks, envs
-from jaxsac.policy import Policy
+from jaxsac.policy import EpisodeActing, Policy
 
 if "MUJOCO_GL" not in os.environ and "mujoco" not in sys.modules \
         and not os.environ.get("DISPLAY"):
@@ -69,15 +69,19 @@ def record_video(policy: Policy | Callable[[np.ndarray], Any], path: str | os.Pa
     checks.check_int("record_video", "max_steps", max_steps, 1)
     imageio = _imageio()
     kwargs = dict(env_kwargs or {})
+    if isinstance(policy, Policy):  # acts on the env's frames through its frame stack
+        policy = policy.episode()
     if envs.is_playground(env_id):
-        obs_keys = policy.config.obs_keys if isinstance(policy, Policy) else None
+        obs_keys = policy.policy.config.obs_keys if isinstance(policy, EpisodeActing) \
+            else None
         frames, total, rate = _playground_frames(policy, env_id, obs_keys, kwargs, max_steps,
                                                  seed)
-    elif env_id in envs.GYM_FACTORIES or _gymnasium_knows(env_id):
+    elif envs.source_spec(env_id) is not None or _gymnasium_knows(env_id):
         frames, total, rate = _gymnasium_frames(policy, env_id, kwargs, max_steps, seed)
     else:
         checks.fail("record_video", "env_id", env_id, "a gymnasium id, a factory of "
-                    "register_gym_env or a MuJoCo Playground task (JAX envs of "
+                    "register_gym_env, an Atari or DeepMind Control id, or a MuJoCo "
+                    "Playground task (JAX envs of "
                     "register_jax_env have no renderer)")
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -3,7 +3,7 @@ padding and slicing, the conv encoder against a float64 NumPy convolution writte
 loops, where each loss's gradient goes with and without the critics' encoder shared,
 "auto" keeping "flat"'s bits on vector observations, a run on a uint8 camera that
 restores, resumes and loads its policy, and the errors of settings that cannot hold.
-The env (tests/support/image_envs.py) is a small reaching task with a 12 x 12 camera."""
+The env (tests/support/camera_envs.py) is a small reaching task with a 12 x 12 camera."""
 
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ from jaxsac.networks import augmentation as aug
 from jaxsac.networks.conv import ImageEncoder
 from jaxsac.observations import obs_spec
 from jaxsac.types import Batch
-from tests.support import image_envs, numpy_networks, numpy_sac
+from tests.support import camera_envs, numpy_networks, numpy_sac
 from tests.support.helpers import leaves_equal
 
-image_envs.register()
-SPEC = obs_spec(image_envs.OBSERVATION_SPACE)
+camera_envs.register()
+SPEC = obs_spec(camera_envs.OBSERVATION_SPACE)
 CONV = dict(conv_channels=(4, 4), conv_strides=(2, 1), encoder_features=8)
 SMALL = dict(num_envs=2, hidden_sizes=(16,), batch_size=8, buffer_capacity=400,
              learning_starts=40, log_every=40, total_env_steps=80, eval_episodes=1, **CONV)
@@ -252,7 +252,7 @@ def test_an_image_run_restores_resumes_and_loads_the_policy_it_trained(tmp_path)
     run resumed from its middle checkpoint ends with the same bits, and the loaded
     policy acts as the trained one does (with the critics' encoder)."""
     full_dir, resumed_dir = tmp_path / "full", tmp_path / "resumed"
-    config = jaxsac.SACConfig(env_id=image_envs.JAX_ID, encoder_sharing="critic",
+    config = jaxsac.SACConfig(env_id=camera_envs.JAX_ID, encoder_sharing="critic",
                               augmentation_samples=2, image_pad=2, normalize_obs=True,
                               checkpoint_every=40, checkpoint_dir=str(full_dir), **SMALL)
     full = jaxsac.train(config, progress=False)

@@ -16,6 +16,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "jaxsac"
 LAYERS = (
     ("records", ("types", "checks")),
     ("observations", ("observations",)),
+    ("frames", ("frames",)),
     ("fields", ("field_roles", "learner_fields", "run_fields", "runner_fields")),
     ("config", ("config",)),
     ("components", ("envs", "networks", "noise", "connectors", "agents", "logger",

@@ -15,7 +15,7 @@ import jaxsac
 from jaxsac import checkpoint
 from jaxsac.envs import EnvFailureError
 from jaxsac.replay.state import FAILED, NOT_A_START, RESET, TRUNCATED
-from tests.support import dict_envs
+from tests.support import dict_envs, image_envs
 from tests.support.helpers import assert_counter_transitions_are_real, buffer_rows, leaves_equal
 from tests.support.ray_envs import (
     ALWAYS_DIES_ENV_ID,
@@ -58,6 +58,20 @@ def test_two_remote_runners_train_bit_for_bit_as_the_local_loop(ray_cluster):
     assert leaves_equal(local.state.runner, remote.state.runner)  # observation statistics
     np.testing.assert_array_equal(local.metrics["eval_return"], remote.metrics["eval_return"])
     np.testing.assert_array_equal(remote.metrics["env_runner_restarts"], [0, 0, 0])
+
+
+def test_remote_runners_act_on_the_frame_stacks_of_the_local_loop(ray_cluster):
+    """Image observations with a frame stack of 3: each runner keeps its envs' stacks."""
+    image_envs.register()
+    config = jaxsac.SACConfig(env_id=image_envs.GYM_ID, backend="gymnasium", num_envs=4,
+                              frame_stack=3, total_env_steps=80, learning_starts=40,
+                              log_every=80, host_block_steps=4, hidden_sizes=(16,),
+                              batch_size=8, eval_episodes=1)
+    local = jaxsac.train(config, progress=False)
+    remote = jaxsac.train(config.replace(num_env_runners=2), progress=False)
+    assert int(remote.state.learner.step) > 30
+    assert leaves_equal(local.state.learner, remote.state.learner)
+    assert leaves_equal(local.state.buffer, remote.state.buffer)
 
 
 def test_a_resumed_run_with_remote_runners_is_the_resumed_local_run(ray_cluster, tmp_path):

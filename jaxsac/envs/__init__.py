@@ -1,5 +1,6 @@
-"""Environments: JAX-native ones (Pendulum-v1 and MountainCarContinuous-v0 with Box
-actions, CartPole-v1 and Acrobot-v1 with Discrete actions, the multi-agent
+"""Environments: JAX-native ones (Pendulum-v1, its image-observation version
+PendulumPixels-v1 and MountainCarContinuous-v0 with Box actions, CartPole-v1 and
+Acrobot-v1 with Discrete actions, the multi-agent
 MultiAgentPendulum-v1 and MultiAgentCartPole-v1, and MuJoCo Playground's tasks as
 "playground/<task>", e.g. "playground/CheetahRun") and gymnasium.
 
@@ -11,6 +12,11 @@ MultiAgentPendulum-v1 and MultiAgentCartPole-v1, and MuJoCo Playground's tasks a
 `backend="auto"` picks the JAX implementation when there is one (`has_jax_env`), else
 gymnasium. JAX envs come wrapped in their registered time limit (truncation, never
 termination); runners add NEXT_STEP autoreset (`AutoReset`).
+
+Envs from pixels on gymnasium: Atari games as "ALE/<Game>-v5" (ale-py with gymnasium's
+AtariPreprocessing: [84, 84, 1] uint8 frames; jaxsac.envs.atari) and DeepMind Control
+tasks as "dmc/<domain>-<task>" or "dmc/<domain>-<task>-pixels" ([84, 84, 3] uint8,
+with action repeat; jaxsac.envs.dmc).
 
 Envs of one's own: a JAX env with `register_jax_env(env_id, constructor, ...)`, any
 gymnasium env (wrappers included) built by a callable with `register_gym_env(env_id,
@@ -31,8 +37,10 @@ from jaxsac import checks
 from jaxsac.config import BACKENDS, SACConfig
 from jaxsac.envs import playground
 from jaxsac.envs.acrobot import Acrobot, AcrobotState
+from jaxsac.envs.atari import ATARI_EXTRA, is_atari
 from jaxsac.envs.cartpole import CartPole, CartPoleState
 from jaxsac.envs.core import AutoReset, AutoResetState, JaxEnv, TimeLimit, TimeLimitState
+from jaxsac.envs.dmc import DMC_EXTRA, dmc_time_limit, is_dmc
 from jaxsac.envs.gym_adapter import (
     GYM_FACTORIES,
     CheckData,
@@ -43,6 +51,7 @@ from jaxsac.envs.gym_adapter import (
     check_observation_space,
     gym_env_factory,
     register_gym_env,
+    source_spec,
 )
 from jaxsac.envs.mountain_car import MountainCarContinuous, MountainCarState
 from jaxsac.envs.multi_agent import (
@@ -52,6 +61,7 @@ from jaxsac.envs.multi_agent import (
     MultiAgentPendulum,
 )
 from jaxsac.envs.pendulum import Pendulum, PendulumState
+from jaxsac.envs.pendulum_pixels import PendulumPixels
 from jaxsac.envs.playground import (
     PLAYGROUND_EXTRA,
     PLAYGROUND_PREFIX,
@@ -60,11 +70,14 @@ from jaxsac.envs.playground import (
     is_playground,
     make_playground,
 )
+from jaxsac.frames import check_frame_stack
+from jaxsac.observations import obs_spec
 
 # env id -> (constructor taking the env's own kwargs, max_episode_steps as registered
 # in gymnasium).
 JAX_ENVS: dict[str, tuple[Callable[..., JaxEnv], int]] = {
     "Pendulum-v1": (Pendulum, 200),
+    "PendulumPixels-v1": (PendulumPixels, 200),
     "MountainCarContinuous-v0": (MountainCarContinuous, 999),
     "CartPole-v1": (CartPole, 500),
     "Acrobot-v1": (Acrobot, 500),
@@ -145,6 +158,10 @@ def max_episode_steps(env_id: str, kwargs: dict[str, Any] | None = None) -> int 
         return int(kwargs["max_episode_steps"])
     if env_id in GYM_FACTORIES:
         return GYM_FACTORIES[env_id].max_episode_steps
+    if is_dmc(env_id):
+        return dmc_time_limit(kwargs)
+    if is_atari(env_id):
+        return None  # ale-py's own limit, in emulator frames
     if env_id in JAX_ENVS:
         return JAX_ENVS[env_id][1]
     if is_playground(env_id):
@@ -247,8 +264,9 @@ def from_config(config: SACConfig, evaluation: bool = False) -> JaxEnv | GymEnvF
 
 
 def check_config_envs(config: SACConfig) -> None:
-    """Errors naming the field for env kwargs an env does not take, and for an evaluation
-    env whose spaces are not the training env's (a gymnasium env is built once here)."""
+    """Errors naming the field for env kwargs an env does not take, for a frame stack
+    of an observation without an image, and for an evaluation env whose spaces are not
+    the training env's (a gymnasium env is built once here)."""
     spaces = []
     separate = config.eval_env != (config.env_id, config.env_kwargs)
     for evaluation in (False, True) if separate else (False,):
@@ -260,6 +278,9 @@ def check_config_envs(config: SACConfig) -> None:
             spaces.append((env.observation_space.shape, env.action_space))
         except TypeError as e:  # an argument the env's constructor does not take
             checks.fail("SACConfig", name, kwargs, f"arguments env_id={env_id!r} takes ({e})")
+        if not evaluation and not is_multi_agent(env_id):  # an image to stack
+            check_frame_stack("SACConfig", config.frame_stack, obs_spec(
+                env.observation_space, f"env {env_id!r}"))
     if separate and spaces[0] != spaces[1]:
         (obs, act), (eval_obs, eval_act) = spaces
         checks.fail("SACConfig", "eval_env_id", config.eval_env_id,
@@ -275,6 +296,8 @@ def time_limit(config: SACConfig, evaluation: bool = False) -> int | None:
 
 
 __all__ = [
+    "ATARI_EXTRA",
+    "DMC_EXTRA",
     "BACKENDS",
     "GYM_FACTORIES",
     "JAX_ENVS",
@@ -299,6 +322,7 @@ __all__ = [
     "PLAYGROUND_EXTRA",
     "PLAYGROUND_PREFIX",
     "Pendulum",
+    "PendulumPixels",
     "PendulumState",
     "PlaygroundEnv",
     "RestartOnFailure",
@@ -320,6 +344,7 @@ __all__ = [
     "register_gym_env",
     "register_jax_env",
     "register_multi_agent_env",
+    "source_spec",
     "resolve_backend",
     "time_limit",
 ]

@@ -13,6 +13,8 @@ import gymnasium
 import numpy as np
 
 from jaxsac import checks
+from jaxsac.envs.atari import atari_spec, is_atari
+from jaxsac.envs.dmc import dmc_spec, is_dmc
 from jaxsac.observations import obs_spec
 
 
@@ -95,11 +97,25 @@ def register_gym_env(env_id: str, factory: Callable[..., gymnasium.Env],
     GYM_FACTORIES[env_id] = spec
 
 
-def gym_env_factory(env_id: str, **kwargs: Any) -> GymEnvFactory:
-    """A factory for a registered gymnasium id or one of `register_gym_env`; unknown ids
-    raise `ValueError`."""
+def source_spec(env_id: str) -> gymnasium.envs.registration.EnvSpec | None:
+    """The spec of an env jaxsac builds itself: a factory of `register_gym_env`, an
+    Atari game from pixels ("ALE/<Game>-v5", jaxsac.envs.atari) or a DeepMind Control
+    task ("dmc/<domain>-<task>[-pixels]", jaxsac.envs.dmc); None for other ids."""
     if env_id in GYM_FACTORIES:
-        return GymEnvFactory(env_id, tuple(sorted(kwargs.items())), GYM_FACTORIES[env_id])
+        return GYM_FACTORIES[env_id]
+    if is_atari(env_id):
+        return atari_spec(env_id)
+    if is_dmc(env_id):
+        return dmc_spec(env_id)
+    return None
+
+
+def gym_env_factory(env_id: str, **kwargs: Any) -> GymEnvFactory:
+    """A factory for a registered gymnasium id, one of `register_gym_env`, an Atari game
+    or a DeepMind Control task (`source_spec`); unknown ids raise `ValueError`."""
+    spec = source_spec(env_id)
+    if spec is not None:
+        return GymEnvFactory(env_id, tuple(sorted(kwargs.items())), spec)
     try:
         spec = gymnasium.spec(env_id)
     except gymnasium.error.Error as e:
@@ -115,7 +131,8 @@ FLATTENING = (
     "(jaxsac.envs.register_gym_env; a GymRunner built by hand flattens them with "
     "flatten_structured_obs=True)")
 SUPPORTED_OBSERVATIONS = (
-    "supported: a Box observation space of any shape (flattened to float32), or a Dict of "
+    "supported: a Box observation space of any shape (an image [H, W, C] uint8 kept as "
+    "it is, any other flattened to float32), or a Dict of "
     "Boxes (each entry kept with its shape and dtype); Tuple, Discrete, MultiDiscrete or "
     "nested observations must be flattened first: " + FLATTENING)
 

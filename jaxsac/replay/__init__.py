@@ -11,8 +11,9 @@ Modules: `state` (ReplayState, the ReplayBuffer and StartSampler interfaces, row
 flags), `validation` (the checks of settings and inputs), `uniform` (uniform start rows),
 `prioritized` (start rows by priority, importance weights, the beta schedule, priority
 updates), `sum_tree` (the priority trees), `n_step` (the walk that assembles
-transitions), `episode` (init, add, sample and the factory), `sharded` (S data shards),
-`stacked` (one buffer per module of a multi-agent run).
+transitions), `frames` (frame stacks built at sample time), `episode` (init, add,
+sample and the factory), `sharded` (S data shards), `stacked` (one buffer per module
+of a multi-agent run).
 """
 
 from jaxsac.replay.episode import episode_buffer

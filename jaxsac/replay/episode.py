@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxsac import checks
+from jaxsac.replay.frames import cut_stacks
 from jaxsac.replay.n_step import n_step_batch
 from jaxsac.replay.prioritized import prioritized_sampler
 from jaxsac.replay.state import (
@@ -55,16 +56,21 @@ from jaxsac.replay.state import (
     StartSampler,
 )
 from jaxsac.replay.uniform import uniform_sampler
-from jaxsac.replay.validation import check_example_step, check_settings, check_step
+from jaxsac.replay.validation import (
+    check_example_step,
+    check_frame_stack,
+    check_settings,
+    check_step,
+)
 from jaxsac.types import Batch, Step
 
 
 def init(example_step: Step, *, capacity: int, num_envs: int,
-         sampler: StartSampler) -> ReplayState:
+         sampler: StartSampler, frame_stack: int = 1) -> ReplayState:
     """An empty buffer of C rows for steps shaped like `example_step` (one unbatched
     Step): obs [C, *obs_shape] (each leaf of an observation tree its own rows, in its
     own dtype), action [C, *act_shape], and the sampler's empty trees."""
-    check_example_step(example_step)
+    check_example_step(example_step, frame_stack)
     action = jnp.asarray(example_step.action)
     priority_sums, priority_mins = sampler.empty_trees()
 
@@ -123,14 +129,16 @@ def _end_before_failures(flags: jax.Array, failed: jax.Array | None, newest_rows
 
 
 def add(state: ReplayState, step: Step, *, num_envs: int,
-        sampler: StartSampler) -> ReplayState:
+        sampler: StartSampler, frame_stack: int = 1) -> ReplayState:
     """Appends one step per env (`step` fields have leading axis E). O(E log C).
 
     A row whose env's previous row was terminated or truncated is stored as a reset
     row (never a start). A failed row (`step.failed`) is never a start either, and
     it marks its env's previous row truncated: the episode ends at its last real
     step, bootstrapping from that step's real next observation (the failed row's
-    obs). New valid rows get priority p_max^alpha when prioritized.
+    obs). New valid rows get priority p_max^alpha when prioritized. With frame_stack
+    k > 1, the rows whose frame stacks lose a frame to this write stop being starts
+    (`frames.cut_stacks`).
     """
     check_step(state, step, num_envs)
     ring = state.flags.shape[0] // num_envs
@@ -142,6 +150,7 @@ def add(state: ReplayState, step: Step, *, num_envs: int,
     newest_rows = (slot - 1) % ring * num_envs + jnp.arange(num_envs, dtype=jnp.int32)
     old_flags = state.flags[jnp.concatenate([newest_rows, rows])]
     newest_flags, overwritten_flags = old_flags[:num_envs], old_flags[num_envs:]
+    old_filled = state.filled_slots
     is_reset = (state.filled_slots > 0) & ((newest_flags & DONE) != 0)
     overwritten_valid = jnp.where(state.filled_slots == ring,
                                   jnp.sum((overwritten_flags & NOT_A_START) == 0), 0)
@@ -160,7 +169,11 @@ def add(state: ReplayState, step: Step, *, num_envs: int,
         num_valid=(state.num_valid - overwritten_valid
                    + jnp.sum(~not_a_start)).astype(jnp.int32),
     )
-    return sampler.add_priorities(state, rows, not_a_start)
+    state = sampler.add_priorities(state, rows, not_a_start)
+    if frame_stack == 1:
+        return state
+    return cut_stacks(state, slot, overwritten_flags, old_filled == ring, num_envs,
+                      frame_stack, sampler)
 
 
 def drawn_n(words: jax.Array, n_min: int, n_max: int) -> jax.Array:
@@ -171,14 +184,15 @@ def drawn_n(words: jax.Array, n_min: int, n_max: int) -> jax.Array:
 
 
 def sample(state: ReplayState, key: jax.Array, *, sampler: StartSampler, batch_size: int,
-           n_min: int, n_max: int, gamma: Any, num_envs: int) -> Batch:
+           n_min: int, n_max: int, gamma: Any, num_envs: int, frame_stack: int = 1) -> Batch:
     """A batch of B n-step transitions (with replacement).
 
     Uniform: start rows uniform over valid rows by exact rejection sampling; weights
     are ones. Prioritized: start rows with probability p_t^alpha / sum_j p_j^alpha by a
     descent of the sum tree, O(B log C); weights w_t = (P(t) / min_j P(j))^-beta over
     valid rows, so max w <= 1. Before `can_sample(state)` is true the batch is
-    arbitrary and its weights are 0.
+    arbitrary and its weights are 0. With frame_stack k > 1 each image leaf of obs and
+    next_obs is a stack of k frames [B, H, W, C·k] (jaxsac.replay.frames).
     """
     # One draw gives every word the first attempt needs (on the CPU each draw of
     # jax's threefry is a loop, so one draw is much faster than several): row 0 draws
@@ -189,7 +203,7 @@ def sample(state: ReplayState, key: jax.Array, *, sampler: StartSampler, batch_s
     words = sampler.draw_words(words_key, (1 + sampler.words_per_sample, batch_size))
     start, weights = sampler.draw_starts(state, words[1:].T, rounds_key, can_sample(state))
     return n_step_batch(state, start, drawn_n(words[0], n_min, n_max), gamma, num_envs,
-                        n_max, weights)
+                        n_max, weights, frame_stack)
 
 
 def can_sample(state: ReplayState) -> jax.Array:
@@ -215,6 +229,7 @@ def episode_buffer(
     eps: float = 1e-6,
     beta_final: float | None = None,
     beta_steps: int = 0,
+    frame_stack: int = 1,
 ) -> ReplayBuffer:
     """An episode replay buffer that builds n-step transitions at sample time.
 
@@ -233,6 +248,9 @@ def episode_buffer(
         `beta_steps` calls of `update_priorities` (one per sample in a training loop;
         `sample` does not return a state, so the count advances there), then stays.
       beta_steps: length of that schedule.
+      frame_stack: k; > 1 samples each image leaf ([H, W, C] uint8) of obs and next_obs
+        as the last k frames of its episode, [H, W, C·k] (jaxsac.replay.frames); each
+        env's ring must hold at least k rows.
 
     Returns:
       ReplayBuffer(init, add, sample, update_priorities, can_sample), all pure:
@@ -248,16 +266,20 @@ def episode_buffer(
     check_settings(capacity, num_envs, batch_size, gamma, prioritized, alpha, beta, eps,
                    beta_final, beta_steps)
     n_min, n_max = checks.check_n_step("episode_buffer", n_step)
+    check_frame_stack(frame_stack, capacity // num_envs)
     if prioritized:
         sampler = prioritized_sampler(capacity, float(alpha), float(beta), float(eps),
                                       beta_final, beta_steps)
     else:
         sampler = uniform_sampler(num_envs)
     return ReplayBuffer(
-        init=functools.partial(init, capacity=capacity, num_envs=num_envs, sampler=sampler),
-        add=functools.partial(add, num_envs=num_envs, sampler=sampler),
+        init=functools.partial(init, capacity=capacity, num_envs=num_envs, sampler=sampler,
+                               frame_stack=frame_stack),
+        add=functools.partial(add, num_envs=num_envs, sampler=sampler,
+                              frame_stack=frame_stack),
         sample=functools.partial(sample, sampler=sampler, batch_size=batch_size,
-                                 n_min=n_min, n_max=n_max, gamma=gamma, num_envs=num_envs),
+                                 n_min=n_min, n_max=n_max, gamma=gamma, num_envs=num_envs,
+                                 frame_stack=frame_stack),
         update_priorities=sampler.update_priorities,
         can_sample=can_sample,
     )

@@ -12,16 +12,19 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxsac.replay.frames import stack_rows, stacked_obs
 from jaxsac.replay.state import DONE, TERMINATED, ReplayState
 from jaxsac.types import Batch
 
 
 def n_step_batch(state: ReplayState, start: jax.Array, n: jax.Array, gamma: Any,
-                  num_envs: int, n_max: int, weights: jax.Array) -> Batch:
+                  num_envs: int, n_max: int, weights: jax.Array,
+                  frame_stack: int = 1) -> Batch:
     """Builds the n-step transitions from start rows [B] and drawn n [B].
 
     Gathers n_max rows of reward and flags and two observation rows per sample (of
-    every leaf of an observation tree).
+    every leaf of an observation tree); with frame_stack k > 1, k rows of each image
+    leaf for the observation and k for the next (jaxsac.replay.frames).
     """
     ring = state.flags.shape[0] // num_envs
     env, slot = start % num_envs, start // num_envs
@@ -54,8 +57,15 @@ def n_step_batch(state: ReplayState, start: jax.Array, n: jax.Array, gamma: Any,
                          rows[next_row])
 
     next_obs = jax.tree.map(next_obs_of, state.obs, state.last_next_obs)
+    obs = jax.tree.map(lambda rows: rows[start], state.obs)
+    if frame_stack > 1:
+        obs = stacked_obs(state.obs, stack_rows(state, slot, env, num_envs, frame_stack,
+                                                free_first_step=False), obs)
+        next_obs = stacked_obs(state.obs, stack_rows(state, (slot + n_step) % ring, env,
+                                                     num_envs, frame_stack,
+                                                     free_first_step=True), next_obs)
     return Batch(
-        obs=jax.tree.map(lambda rows: rows[start], state.obs),
+        obs=obs,
         action=state.action[start],
         reward=n_step_reward.astype(jnp.float32),
         next_obs=next_obs,

@@ -55,6 +55,18 @@ def add_new_row_priorities(state: ReplayState, rows: jax.Array, not_a_start: jax
     return state.replace(priority_sums=sums, priority_mins=mins)
 
 
+def drop_row_priorities(state: ReplayState, rows: jax.Array,
+                        drop: jax.Array) -> ReplayState:
+    """`state` with rows [M] (distinct) at priority 0 (+inf in the min tree) where
+    drop [M] bool, their leaves unchanged elsewhere."""
+    current = state.priority_sums[0][rows // TREE_ARITY, rows % TREE_ARITY]
+    kept_min = jnp.where(current > 0, current, jnp.inf)
+    sums, mins = sum_tree.write(state.priority_sums, state.priority_mins, rows,
+                                jnp.where(drop, 0.0, current),
+                                jnp.where(drop, jnp.inf, kept_min))
+    return state.replace(priority_sums=sums, priority_mins=mins)
+
+
 def unit_floats(words: jax.Array) -> jax.Array:
     """uint32 words -> float32 uniform on {0, 2^-23, ..., 1 - 2^-23}, same shape."""
     return jax.lax.shift_right_logical(words, jnp.uint32(9)).astype(jnp.float32) * 2.0**-23
@@ -151,4 +163,5 @@ def prioritized_sampler(capacity: int, alpha: float, beta: float, eps: float,
         draw_starts=functools.partial(draw_prioritized_starts, beta=beta,
                                       beta_final=beta_final, beta_steps=beta_steps),
         update_priorities=functools.partial(update_priorities, alpha=alpha, eps=eps),
+        drop_starts=drop_row_priorities,
     )

@@ -4,8 +4,10 @@ the episode buffer draws start rows: uniformly or by priority).
 
 Row layout: C = capacity rows, E = num_envs; each env owns a time-ordered ring of C // E
 slots and the flat row of env e at slot s is s * E + e. A row's `flags` byte holds
-TERMINATED, TRUNCATED, RESET (a reset row: never the start of a transition) and FAILED
-(the env raised instead of stepping: never a start, and n-step walks stop before it).
+TERMINATED, TRUNCATED, RESET (a reset row: never the start of a transition), FAILED
+(the env raised instead of stepping: never a start, and n-step walks stop before it)
+and STACK_CUT (its frame stack would need an overwritten frame: never a start;
+jaxsac.replay.frames).
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ TERMINATED = 1
 TRUNCATED = 2
 RESET = 4
 FAILED = 8
+STACK_CUT = 16
 DONE = TERMINATED | TRUNCATED
-NOT_A_START = RESET | FAILED
+NOT_A_START = RESET | FAILED | STACK_CUT
 
 
 @struct.dataclass
@@ -36,7 +39,8 @@ class ReplayState:
     action: [C, *act_shape].
     reward: [C] float32.
     flags: [C] uint8, bit 0 terminated, bit 1 truncated, bit 2 reset row (not a start),
-        bit 3 failed row (not a start, and no walk passes into it).
+        bit 3 failed row (not a start, and no walk passes into it), bit 4 stack cut
+        (not a start: its frame stack lost a frame).
     last_next_obs: [E, *obs_shape] the observation after each env's newest row (a tree
         like obs).
     write_slot: [] int32, the ring slot the next `add` writes.
@@ -86,6 +90,8 @@ class StartSampler(NamedTuple):
     draw_starts(state, words [B, W] uint32, key, can_sample [] bool) -> (start rows [B]
         int32, importance weights [B] float32); `key` seeds any further draws.
     update_priorities(state, indices [B] int32, td_error [B] float32) -> state.
+    drop_starts(state, rows [M] int32 (distinct), drop [M] bool) -> state with the rows
+        where `drop` no longer drawn (their priorities 0); others unchanged.
     """
 
     empty_trees: Callable[[], tuple[tuple[jax.Array, ...], tuple[jax.Array, ...]]]
@@ -95,6 +101,7 @@ class StartSampler(NamedTuple):
     draw_starts: Callable[[ReplayState, jax.Array, jax.Array, jax.Array],
                           tuple[jax.Array, jax.Array]]
     update_priorities: Callable[[ReplayState, jax.Array, jax.Array], ReplayState]
+    drop_starts: Callable[[ReplayState, jax.Array, jax.Array], ReplayState]
 
 
 def end_episodes(state: ReplayState, num_envs: int) -> ReplayState:

@@ -36,7 +36,7 @@ def rejection_sampled_starts(state: ReplayState, words: jax.Array, key: jax.Arra
     further rounds. The written rows are a contiguous prefix [0, W) of the flat rows (all
     envs advance in lockstep). Each word gives a candidate uniform on [0, 2^m), the top m
     bits, with 2^m the smallest power of two >= W; a candidate is accepted if it is < W
-    and not a reset row (the only written rows that are not valid starts), and the first
+    and a valid start (not a reset, failed or stack-cut row), and the first
     accepted candidate of each sample is kept. That is rejection sampling, so the kept
     row is exactly uniform over the valid rows; no O(capacity) work, just a gather of
     one flag byte per candidate. A candidate is accepted with probability
@@ -103,4 +103,5 @@ def uniform_sampler(num_envs: int) -> StartSampler:
         draw_words=functools.partial(jax.random.bits, dtype=jnp.uint32),
         draw_starts=functools.partial(draw_uniform_starts, num_envs=num_envs),
         update_priorities=unchanged,
+        drop_starts=unchanged,
     )

@@ -46,13 +46,29 @@ def check_settings(capacity, num_envs, batch_size, gamma, prioritized, alpha, be
     checks.check_int(owner, "beta_steps", beta_steps, 0)
 
 
-def check_example_step(example_step: Any) -> None:
+def check_frame_stack(frame_stack: Any, ring: int) -> None:
+    """`episode_buffer`'s frame_stack: an integer in [1, ring] (each env's ring must
+    hold a whole stack)."""
+    if not checks.is_int(frame_stack) or not 1 <= frame_stack <= ring:
+        checks.fail("episode_buffer", "frame_stack", frame_stack,
+                    f"an integer in [1, capacity // num_envs = {ring}] (each env's ring "
+                    "holds a whole frame stack)")
+
+
+def check_example_step(example_step: Any, frame_stack: int = 1) -> None:
     """`init`'s example: one unbatched Step, reward and flags scalars, next_obs shaped
-    like obs (the same tree of shapes)."""
+    like obs (the same tree of shapes), and an image leaf ([H, W, C] uint8) when
+    frame_stack > 1."""
     for name in Step._fields:
         if not hasattr(example_step, name):
             raise ValueError(f"init: example_step has no field {name!r}; expected a Step")
     obs_shape = _shapes(example_step.obs)
+    images = [x for x in jax.tree.leaves(example_step.obs)
+              if jnp.ndim(x) == 3 and jnp.asarray(x).dtype == jnp.uint8]
+    if frame_stack > 1 and not images:
+        raise ValueError(f"init: frame_stack={frame_stack} is invalid for observations of "
+                         f"shapes {obs_shape}: must be 1 when no observation leaf is an "
+                         "image ([H, W, C] uint8) to stack")
     for name, shape in (("reward", ()), ("terminated", ()), ("truncated", ()),
                         ("next_obs", obs_shape)):
         got = _shapes(getattr(example_step, name))

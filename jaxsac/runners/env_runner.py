@@ -7,9 +7,9 @@ process; remote runners (jaxsac.runners.ray_runner) keep one in each Ray actor.
 
 Acting functions come from a picklable factory, `acting(obs_spec, actions) ->
 {name: fn}`, each `fn(actor_params, obs_stats, raw_obs [T, obs_dim], root, iteration)
--> module actions [T, ...]` for the run's T envs, raw_obs packed (`ObsSpec.pack`) (the
-loop's `acting_functions`), so a remote process builds the same functions as the
-learner's.
+-> module actions [T, ...]` for the run's T envs, raw_obs packed (`ObsSpec.pack`; with
+a frame stack, the stacks `GymRunner.acting_obs`) (the loop's `acting_functions`), so
+a remote process builds the same functions as the learner's.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class EnvRunner:
         act = self._acting[acting]
         rows = np.empty((size, self.gym.num_envs, self.rows.width), np.float32)
         for i in range(size):
-            action = act(actor_params, obs_stats, self._all_envs(self.gym.raw_obs), root,
+            action = act(actor_params, obs_stats, self._all_envs(self.gym.acting_obs), root,
                          iteration + i)
             rows[i] = self.gym.step_packed(np.asarray(action)[self._rows])
         return rows

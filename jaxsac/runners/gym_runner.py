@@ -23,6 +23,7 @@ from jaxsac.envs import (
     check_observation_space,
     gym_env_factory,
 )
+from jaxsac.frames import FrameStack
 from jaxsac.observations import ObsSpec, obs_spec
 from jaxsac.runners.episodes import bookkeeping
 from jaxsac.types import EpisodeInfo, Step
@@ -136,6 +137,9 @@ class GymRunner:
     flatten_structured_obs: wrap each env in gymnasium's `FlattenObservation`, the
         flattening connector that Tuple / Discrete observations need (a Dict of Boxes is
         kept as a dict without it; with it, flattened too).
+    frame_stack: k; > 1 keeps the last k frames of each env's running episode for the
+        policy (`acting_obs`, jaxsac.frames; restarted at each episode's first
+        observation); the rows hold single frames.
 
     step_packed(actions [E, *actions.shape]: module actions, see
     `jaxsac.connectors.module_actions`) -> rows [E, packed_width] float32 on the
@@ -160,7 +164,8 @@ class GymRunner:
     def __init__(self, env_id: str | GymEnvFactory, num_envs: int, vectorization: str = "sync",
                  max_env_restarts: int = 3, seed: int = 0,
                  env_kwargs: dict[str, Any] | None = None,
-                 flatten_structured_obs: bool = False, first_env_index: int = 0):
+                 flatten_structured_obs: bool = False, first_env_index: int = 0,
+                 frame_stack: int = 1):
         checks.check_int("GymRunner", "num_envs", num_envs, 1)
         checks.check_int("GymRunner", "first_env_index", first_env_index, 0)
         checks.check_choice("GymRunner", "vectorization", vectorization, VECTORIZATIONS)
@@ -192,10 +197,12 @@ class GymRunner:
         self.obs_dim = self.obs_spec.dim
         self.actions = connectors.module_actions(self.action_space, f"env {self.env_id!r}")
         self.rows = PackedRows(self.obs_spec, self.actions)
+        self.frames = FrameStack(self.obs_spec, frame_stack)
 
         obs, infos = self._vec_env.reset(seed=seed + first_env_index)
         self.num_env_restarts = _restarts_in(infos)
         self._obs = self._packed(obs)
+        self._stack = self.frames.start(self._obs, packed=True)
         self._needs_reset = np.zeros(num_envs, bool)
         self._episode_return = np.zeros(num_envs, np.float64)
         self._episode_length = np.zeros(num_envs, np.int64)
@@ -248,6 +255,18 @@ class GymRunner:
         (`ObsSpec.pack`; a Box's flattened)."""
         return self._obs
 
+    @property
+    def acting_obs(self) -> np.ndarray:
+        """[E, dim] float32: what the policy acts on, packed (`frames.stacked_spec`):
+        each env's frame stack, or `raw_obs` itself without a frame stack."""
+        return self._stack
+
+    def _advance_frames(self, next_obs: np.ndarray, new_episode: np.ndarray) -> None:
+        """The frame stacks after rows whose next observations are next_obs [E, dim]
+        (packed); new_episode [E]: those rows were reset rows (next_obs starts an
+        episode)."""
+        self._stack = self.frames.push(self._stack, next_obs, new_episode, packed=True)
+
     def step_packed(self, actions: Any) -> np.ndarray:
         """Steps every env once: its rows, [E, packed_width] float32 on the host (see
         `unpack`). Bools are 0/1 and episode lengths below 2**24 are exact in float32."""
@@ -274,6 +293,7 @@ class GymRunner:
             self._episode_return, self._episode_length, reward, not_a_step, done, np)
         packed = self.rows.pack(self._obs, action, reward, terminated, truncated, next_obs,
                                 episodes, failed)
+        self._advance_frames(next_obs, self._needs_reset)
         self._obs = next_obs
         self._needs_reset = done
         return packed
@@ -307,6 +327,7 @@ class GymRunner:
         packed = self.rows.pack(self._obs, action, zeros, ~failed, failed, self._obs, episodes,
                                 failed)
         self.resume_from(self._obs)
+        self._advance_frames(self._obs, ~failed)
         self._obs = self._packed(first_obs)
         return packed
 
@@ -320,6 +341,7 @@ class GymRunner:
                                 EpisodeInfo(no, zeros, zeros), no)
         self._resume_obs = None
         self._needs_reset = no
+        self._advance_frames(self._obs, ~no)
         return packed
 
     def close(self) -> None:

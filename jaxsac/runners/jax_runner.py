@@ -26,6 +26,7 @@ from flax import struct
 from jaxsac import checks, connectors
 from jaxsac.connectors import EnvToModule, ModuleActions, ObsNormState
 from jaxsac.envs import AutoReset, AutoResetState, JaxEnv, check_observation_space
+from jaxsac.frames import FrameStack
 from jaxsac.observations import ObsSpec, batch_size, obs_spec
 from jaxsac.runners.episodes import bookkeeping
 from jaxsac.types import EpisodeInfo, Step
@@ -56,6 +57,9 @@ class RunnerState:
     episode_return: [E] float32, reward summed over the running episode.
     episode_length: [E] int32, env steps of the running episode.
     obs_norm: ObsNormState, the env-to-module observation statistics (no E axis).
+    frames: with a frame stack of k > 1, the observations the policy acts on: [E, ...]
+        with each image [H, W, C·k], the last k frames of the running episode
+        (jaxsac.frames); None otherwise (the policy acts on `obs`).
     """
 
     env_state: AutoResetState
@@ -63,6 +67,7 @@ class RunnerState:
     episode_return: jax.Array
     episode_length: jax.Array
     obs_norm: ObsNormState
+    frames: Any = None
 
 
 class JaxRunner(NamedTuple):
@@ -82,8 +87,12 @@ class JaxRunner(NamedTuple):
         return self.obs_spec.dim
 
 
-def make_jax_runner(env: JaxEnv, num_envs: int, normalize_obs: bool = False) -> JaxRunner:
+def make_jax_runner(env: JaxEnv, num_envs: int, normalize_obs: bool = False,
+                    frame_stack: int = 1) -> JaxRunner:
     """A runner for a JAX env (e.g. `jaxsac.envs.make("Pendulum-v1", backend="jax")`).
+    With `frame_stack` k > 1 the policy acts on the last k frames of each episode
+    (`RunnerState.frames`, kept with `jaxsac.frames.FrameStack`); the Steps hold single
+    frames.
 
     init(key) -> RunnerState: resets all envs.
     step(rstate, act_fn, key) -> (rstate, step, episodes): applies the env-to-module
@@ -97,6 +106,7 @@ def make_jax_runner(env: JaxEnv, num_envs: int, normalize_obs: bool = False) -> 
     check_observation_space(env.observation_space, repr(env))
     actions = connectors.module_actions(env.action_space, f"env {env!r}")
     spec = obs_spec(env.observation_space, f"env {env!r}")
+    frames = FrameStack(spec, frame_stack)
     autoreset_env = AutoReset(env)
     to_module = EnvToModule(normalize=bool(normalize_obs))
 
@@ -108,10 +118,12 @@ def make_jax_runner(env: JaxEnv, num_envs: int, normalize_obs: bool = False) -> 
             obs=obs,
             episode_return=jnp.zeros((num_envs,), jnp.float32),
             episode_length=jnp.zeros((num_envs,), jnp.int32),
-            obs_norm=to_module.update(to_module.init(spec), obs))
+            obs_norm=to_module.update(to_module.init(spec), obs),
+            frames=None if frame_stack == 1 else frames.start(obs))
 
     def module_obs(rstate: RunnerState) -> Any:
-        return to_module.apply(rstate.obs_norm, rstate.obs)
+        return to_module.apply(rstate.obs_norm,
+                               rstate.obs if frame_stack == 1 else rstate.frames)
 
     def step(rstate: RunnerState, act_fn: ActFn, key: jax.Array):
         act_key, env_key = jax.random.split(key)
@@ -130,7 +142,9 @@ def make_jax_runner(env: JaxEnv, num_envs: int, normalize_obs: bool = False) -> 
                           terminated=terminated, truncated=truncated, next_obs=next_obs)
         rstate = RunnerState(env_state=env_state, obs=next_obs, episode_return=episode_return,
                              episode_length=episode_length,
-                             obs_norm=to_module.update(rstate.obs_norm, next_obs))
+                             obs_norm=to_module.update(rstate.obs_norm, next_obs),
+                             frames=None if frame_stack == 1 else frames.push(
+                                 rstate.frames, next_obs, is_reset_row))
         return rstate, transition, episodes
 
     return JaxRunner(init=init, step=step, num_envs=num_envs,

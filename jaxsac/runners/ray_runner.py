@@ -62,10 +62,10 @@ class _RunnerActor:
 
     def __init__(self, factory: GymEnvFactory, num_envs: int, vectorization: str,
                  max_env_restarts: int, seed: int, first_env_index: int, total_envs: int,
-                 acting: ActingFactory, resume_obs: np.ndarray | None):
+                 acting: ActingFactory, resume_obs: np.ndarray | None, frame_stack: int):
         jax.config.update("jax_platforms", "cpu")  # the runner acts on its host's CPU
         gym = GymRunner(factory, num_envs, vectorization, max_env_restarts, seed,
-                        first_env_index=first_env_index)
+                        first_env_index=first_env_index, frame_stack=frame_stack)
         self.runner = EnvRunner(gym, acting, total_envs)
         if resume_obs is not None:
             self.runner.resume_from(resume_obs)
@@ -96,13 +96,15 @@ class RayEnvRunners:
 
     address: the Ray cluster to join when Ray is not initialized yet ("auto", an
         address; None: RAY_ADDRESS, else a local Ray).
+    frame_stack: each actor's runners keep the policy's frame stacks (`GymRunner`).
     Each actor takes one CPU of the cluster.
     """
 
     def __init__(self, factory: GymEnvFactory, num_runners: int, envs_per_runner: int,
                  acting: ActingFactory, *, vectorization: str = "sync",
                  max_env_restarts: int = 3, seed: int = 0, sample_timeout_s: float = 60.0,
-                 max_env_runner_restarts: int = 10, address: str | None = None):
+                 max_env_runner_restarts: int = 10, address: str | None = None,
+                 frame_stack: int = 1):
         ray = _ray()
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False)
@@ -111,7 +113,8 @@ class RayEnvRunners:
         self._factory = factory
         self._settings = dict(num_envs=envs_per_runner, vectorization=vectorization,
                               max_env_restarts=max_env_restarts,
-                              total_envs=num_runners * envs_per_runner, acting=acting)
+                              total_envs=num_runners * envs_per_runner, acting=acting,
+                              frame_stack=frame_stack)
         self.seed = seed
         self.num_runners = num_runners
         self.envs_per_runner = envs_per_runner

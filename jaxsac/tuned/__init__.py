@@ -22,12 +22,12 @@ from jaxsac.config import SACConfig
 
 
 def available() -> list[str]:
-    """Environment ids with a tuned configuration ("playground/<task>" ids from the
-    playground folder)."""
+    """Environment ids with a tuned configuration (an id with a prefix from its folder:
+    "playground/<task>", "dmc/<domain>-<task>-pixels", "ALE/<Game>-v5")."""
     root = resources.files(__name__)
     ids = [f.name for f in root.iterdir() if f.name.endswith(".json")]
-    ids += [f"playground/{f.name}" for f in root.joinpath("playground").iterdir()
-            if f.name.endswith(".json")]
+    ids += [f"{folder.name}/{f.name}" for folder in root.iterdir() if folder.is_dir()
+            for f in folder.iterdir() if f.name.endswith(".json")]
     return sorted(name.removesuffix(".json") for name in ids)
 
 

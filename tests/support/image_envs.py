@@ -1,67 +1,86 @@
-"""A small reaching task seen through a uint8 camera, as a JAX env with a dict
-observation: `pixels` (H, W, 3) uint8, a picture of the point (red channel) and the goal
-(green channel), and `state`, the point's position.
+"""A tiny deterministic env with image observations, as a JAX env and as a gymnasium
+env (the same integer dynamics, written once each), so that both runners can be driven
+through the same stream.
 
-A point p in the plane moves by 0.1·a (a in [-1, 1]^2) toward a goal g drawn at reset;
-reward −|p′ − g|, terminated within 0.05 of the goal.
+State: t (steps in the episode) and v in [0, 256). Reset: t = 0, v = 1. An action a in
+[-1, 1] is read as the integer u = round(20 (a + 1)) in [0, 40]; a step sets
+v' = (5 v + u + 3) mod 256, terminated when v' mod 7 == 0, reward v' / 256. The
+observation is [4, 3, 2] uint8, pixel (i, j, c) = (v + 10 i + 3 j + 7 t + 50 c) mod 256.
 """
 
 from __future__ import annotations
 
 import gymnasium
-import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
 import jaxsac
 
-JAX_ID = "PixelReach-v0"
-MAX_STEPS = 40
-SIZE = 12
-OBSERVATION_SPACE = gymnasium.spaces.Dict({
-    "pixels": gymnasium.spaces.Box(0, 255, (SIZE, SIZE, 3), np.uint8),
-    "state": gymnasium.spaces.Box(-np.inf, np.inf, (2,), np.float32),
-})
-ACTION_SPACE = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+JAX_ID, GYM_ID = "CounterImage-v0", "CounterImageGym-v0"
+MAX_STEPS = 6
+SHAPE = (4, 3, 2)
+OBSERVATION_SPACE = gymnasium.spaces.Box(0, 255, SHAPE, np.uint8)
+ACTION_SPACE = gymnasium.spaces.Box(-1.0, 1.0, (1,), np.float32)
 
 
-def render(position: jax.Array, goal: jax.Array) -> jax.Array:
-    """(SIZE, SIZE, 3) uint8: a Gaussian blob at p (red) and at g (green) on [-1.5, 1.5]²."""
-    grid = jnp.linspace(-1.5, 1.5, SIZE)
-    rows, cols = jnp.meshgrid(grid, grid, indexing="ij")
+def observe(v, t):
+    """The observation of v and t (numpy or JAX scalars)."""
+    i, j, c = np.indices(SHAPE)
+    return ((v + 10 * i + 3 * j + 7 * t + 50 * c) % 256).astype(np.uint8)
 
-    def blob(point: jax.Array) -> jax.Array:
-        return 255.0 * jnp.exp(-((rows - point[0]) ** 2 + (cols - point[1]) ** 2) / 0.1)
 
-    return jnp.stack([blob(position), blob(goal), jnp.zeros_like(rows)], -1).astype(jnp.uint8)
+def next_value(xp, v, action):
+    u = xp.round(20.0 * (xp.asarray(action, np.float32)[0] + 1.0)).astype(np.int32)
+    return (5 * v + u + 3) % 256
+
+
+def action_of(stack) -> np.ndarray:
+    """A deterministic module action [B, 1] from observations [B, ...] (numpy or JAX):
+    every pixel of the stack shapes the next observation."""
+    total = stack.reshape(stack.shape[0], -1).astype(np.int32).sum(axis=1)
+    return ((total % 41) / 20.0 - 1.0).astype(np.float32)[:, None]
 
 
 @struct.dataclass
-class ReachState:
-    position: jax.Array
-    goal: jax.Array
+class CounterState:
+    v: jnp.ndarray
+    t: jnp.ndarray
 
 
-class PixelReach:
-    """The JAX env (jaxsac.envs.JaxEnv)."""
+class CounterImage:
+    """The JAX env (jaxsac.envs.JaxEnv; `register` adds the time limit)."""
 
     observation_space = OBSERVATION_SPACE
     action_space = ACTION_SPACE
 
     def reset(self, key):
-        position, goal = jax.random.uniform(key, (2, 2), jnp.float32, -1.0, 1.0)
-        return ReachState(position, goal), {"pixels": render(position, goal),
-                                            "state": position}
+        state = CounterState(jnp.int32(1), jnp.int32(0))
+        return state, observe(state.v, state.t)
 
     def step(self, state, action, key):
-        position = jnp.clip(state.position + 0.1 * action, -1.5, 1.5)
-        distance = jnp.sqrt(jnp.sum((position - state.goal) ** 2))
-        obs = {"pixels": render(position, state.goal), "state": position}
-        return (ReachState(position, state.goal), obs, -distance, distance < 0.05,
-                jnp.bool_(False))
+        v, t = next_value(jnp, state.v, action), state.t + 1
+        return (CounterState(v, t), observe(v, t), (v / 256.0).astype(jnp.float32),
+                v % 7 == 0, jnp.bool_(False))
+
+
+class CounterImageGym(gymnasium.Env):
+    """The gymnasium env (`register` adds the time limit)."""
+
+    observation_space = OBSERVATION_SPACE
+    action_space = ACTION_SPACE
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.v, self.t = 1, 0
+        return observe(self.v, self.t), {}
+
+    def step(self, action):
+        self.v, self.t = int(next_value(np, self.v, action)), self.t + 1
+        return (observe(self.v, self.t), self.v / 256.0, self.v % 7 == 0, False, {})
 
 
 def register() -> None:
-    """Register the env under JAX_ID (again in a fresh process)."""
-    jaxsac.envs.register_jax_env(JAX_ID, PixelReach, max_episode_steps=MAX_STEPS)
+    """Register both envs with jaxsac (JAX_ID, GYM_ID)."""
+    jaxsac.envs.register_jax_env(JAX_ID, CounterImage, MAX_STEPS)
+    jaxsac.envs.register_gym_env(GYM_ID, CounterImageGym, max_episode_steps=MAX_STEPS)
