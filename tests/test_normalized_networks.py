@@ -271,10 +271,10 @@ def test_simbav2_weights_stay_on_the_sphere_through_updates():
 CROSSQ = dict(critic="crossq", batch_renorm_warmup=1, batch_norm_momentum=0.9)
 
 
-def crossq_setup(actions=ACT_DIM, batch=None):
+def crossq_setup(actions=ACT_DIM, batch=None, **changes):
     """A small CrossQ learner one update in: its statistics have moved from (0, 1) and
     renormalization is on (one train-mode call, warm-up 1)."""
-    config = SACConfig(hidden_sizes=(32, 32), initial_alpha=0.5, **CROSSQ)
+    config = SACConfig(hidden_sizes=(32, 32), initial_alpha=0.5, **CROSSQ, **changes)
     learner = make_learner(config, OBS_DIM, actions)
     state = learner.init(jax.random.key(0))
     state, _, _ = jax.jit(learner.update)(state, mixed_batch(5) if batch is None else batch,
@@ -311,6 +311,65 @@ def test_crossq_target_losses_td_error_and_statistics_match_numpy():
     np.testing.assert_allclose(td_error, ref["td_error"], **TOL)
     np.testing.assert_allclose(metrics["q_mean"], ref["q"].mean(), **TOL)
     assert_stats_match(new_state.critic_state, ref["batch_stats"])
+
+
+def test_crossq_batch_renormalized_actor_matches_numpy():
+    """actor_batch_renorm: the target's a' from the actor in eval mode, the actor's loss
+    (and the temperature's log π) from its train-mode pass, whose statistics are the
+    actor's new ones; acting reads them in eval mode."""
+    _, learner, state = crossq_setup(actor_batch_renorm=True)
+    actor_stats = state.actor_params["batch_stats"]["RenormMLP_0"]
+    assert int(actor_stats["BatchRenorm_0"]["steps"]) == 1  # renormalizing from now on
+    batch, key = mixed_batch(), jax.random.key(3)
+    next_noise, policy_noise = noises(key)
+    ref = numpy_networks.crossq_losses(
+        state.actor_params, {**state.critic_params, **state.critic_state}, state.log_alpha,
+        batch, next_noise, policy_noise, target_entropy=-ACT_DIM, momentum=0.9, warmup=1)
+
+    new_state, metrics, td_error = jax.jit(learner.update)(state, batch, key)
+    for name in ("qf_loss", "policy_loss", "alpha_loss"):
+        np.testing.assert_allclose(metrics[name], ref[name], **TOL, err_msg=name)
+    np.testing.assert_allclose(td_error, ref["td_error"], **TOL)
+    new_stats = new_state.actor_params["batch_stats"]["RenormMLP_0"]
+    for k, expected in enumerate(ref["actor_batch_stats"]):
+        got = new_stats[f"BatchRenorm_{k}"]
+        np.testing.assert_allclose(got["mean"], expected["mean"], **TOL)
+        np.testing.assert_allclose(got["var"], expected["var"], **TOL)
+        assert int(got["steps"]) == 2
+
+    obs = np.asarray(batch.obs)
+    mean, _, _ = numpy_networks.renorm_actor(jax.device_get(new_state.actor_params), obs,
+                                             train=False)
+    acted = learner.act(new_state.actor_params, batch.obs, jax.random.key(0),
+                        deterministic=True)
+    np.testing.assert_allclose(acted, np.tanh(mean), **TOL)
+
+
+def test_adam_b1_sets_every_optimizers_first_moment_decay():
+    """log α's steps under adam_b1=0.5 against a float64 Adam (β1 0.5, β2 0.999, ε 1e-8)
+    fed its exact gradients, −mean(log π + H̄) = entropy − H̄; the first step is β1's
+    alone after bias correction, so three are taken. The default β1 0.9 gives others."""
+    lr = 0.1
+    config = SACConfig(hidden_sizes=(16, 16), initial_alpha=0.5, alpha_lr=lr, adam_b1=0.5)
+    learner = make_learner(config, OBS_DIM, ACT_DIM)
+    state = learner.init(jax.random.key(0))
+    update = jax.jit(learner.update)
+    log_alphas, gradients = [float(state.log_alpha)], []
+    for seed in range(3):
+        state, metrics, _ = update(state, mixed_batch(seed), jax.random.key(seed))
+        gradients.append(float(metrics["entropy"]) + ACT_DIM)
+        log_alphas.append(float(state.log_alpha))
+
+    def adam(b1):
+        value, m, v, values = log_alphas[0], 0.0, 0.0, []
+        for t, g in enumerate(gradients, start=1):
+            m, v = b1 * m + (1 - b1) * g, 0.999 * v + 0.001 * g * g
+            value -= lr * (m / (1 - b1**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+            values.append(value)
+        return values
+
+    np.testing.assert_allclose(log_alphas[1:], adam(0.5), rtol=1e-5, atol=1e-6)
+    assert np.abs(np.asarray(adam(0.9)) - adam(0.5)).max() > 1e-4  # 10x the tolerance
 
 
 def test_discrete_crossq_matches_numpy():
@@ -433,6 +492,11 @@ def test_crossq_update_vmaps_over_seeds():
     (dict(network="simbav2", critic_layer_norm=True),
      r"critic_layer_norm=True is invalid: must be False with network='simbav2'"),
     (dict(network="resnet"), r"network='resnet' is invalid"),
+    (dict(actor_batch_renorm=True), r"actor_batch_renorm=True is invalid: must be False "
+                                    r"with critic='ensemble'"),
+    (dict(critic="tqc", actor_batch_renorm=1), r"actor_batch_renorm=1 is invalid"),
+    (dict(adam_b1=1.0), r"adam_b1=1.0 is invalid: must be a number in \[0, 1\)"),
+    (dict(adam_b1=-0.1), r"adam_b1=-0.1 is invalid"),
 ])
 def test_settings_are_checked_when_the_config_is_made(changes, message):
     with pytest.raises(ValueError, match=message):
@@ -450,13 +514,14 @@ def test_crossq_reads_the_ensemble_loss_and_its_own_settings():
 
 
 @pytest.mark.parametrize("family", [
-    dict(critic="crossq"),
+    dict(critic="crossq", actor_batch_renorm=True, adam_b1=0.5),
     pytest.param(dict(network="simbav2"), marks=pytest.mark.long)],  # 130 s on 2 cores
     ids=["crossq", "simbav2"])
 def test_a_multi_agent_prioritized_n_step_run_resumes_bit_for_bit(family, tmp_path):
     """Two agents with a module each, n-step returns, prioritized replay: the checkpoint
-    holds CrossQ's statistics (restored as they were saved), and the run resumed from
-    the middle checkpoint ends with the uninterrupted run's bits."""
+    holds CrossQ's statistics, the critics' and the actor's (restored as they were
+    saved), and the run resumed from the middle checkpoint ends with the uninterrupted
+    run's bits."""
     directory = tmp_path / "run"
     config = SACConfig(env_id="MultiAgentPendulum-v1", num_agents=2, n_step=(1, 3),
                        prioritized=True, checkpoint_dir=str(directory), checkpoint_every=200,
@@ -469,6 +534,8 @@ def test_a_multi_agent_prioritized_n_step_run_resumes_bit_for_bit(family, tmp_pa
         assert steps and restored.learner.target_critic_params == {}
         stats = full.state.learner.critic_state["batch_stats"]["VmapRenormMLP_0"]
         assert np.all(np.asarray(stats["BatchRenorm_0"]["steps"]) > 0)
+        actor_stats = full.state.learner.actor_params["batch_stats"]["RenormMLP_0"]
+        assert np.all(np.asarray(actor_stats["BatchRenorm_0"]["steps"]) > 0)
 
     partial = tmp_path / "partial"
     shutil.copytree(directory / "400", partial / "400")
