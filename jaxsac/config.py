@@ -138,6 +138,12 @@ class SACConfig:
     a dict; the "flat" encoder reads its entries in sorted key order."""
     normalize_obs: bool = setting(False, ENV, STRUCTURAL, check=Bool())
     """Normalize observations with running mean/std statistics (saved with checkpoints)."""
+    scale_rewards: bool = setting(False, ENV, STRUCTURAL, check=Bool())
+    """SimbaV2's reward scaling: the learner sees rewards divided by the running scale of
+    the discounted return (jaxsac.return_scale; statistics saved with checkpoints)."""
+    reward_scale_g_max: float = setting(5.0, ENV, check=Real(0.0, math.inf, open_low=True))
+    """scale_rewards: the scale is at least max|G| / reward_scale_g_max, which keeps the
+    scaled returns within about ±reward_scale_g_max."""
     domain_randomization: bool = setting(False, ENV, STRUCTURAL, check=Bool())
     """Each env steps its own physics model, drawn from the seed by the task's Playground
     randomizer (friction, masses, gains, ...) as Playground's training does, held in the

@@ -514,14 +514,14 @@ def test_crossq_reads_the_ensemble_loss_and_its_own_settings():
 
 
 @pytest.mark.parametrize("family", [
-    dict(critic="crossq", actor_batch_renorm=True, adam_b1=0.5),
+    dict(critic="crossq", actor_batch_renorm=True, adam_b1=0.5, scale_rewards=True),
     pytest.param(dict(network="simbav2"), marks=pytest.mark.long)],  # 130 s on 2 cores
     ids=["crossq", "simbav2"])
 def test_a_multi_agent_prioritized_n_step_run_resumes_bit_for_bit(family, tmp_path):
     """Two agents with a module each, n-step returns, prioritized replay: the checkpoint
-    holds CrossQ's statistics, the critics' and the actor's (restored as they were
-    saved), and the run resumed from the middle checkpoint ends with the uninterrupted
-    run's bits."""
+    holds CrossQ's statistics, the critics' and the actor's, and the reward scaling's
+    (restored as they were saved), and the run resumed from the middle checkpoint ends
+    with the uninterrupted run's bits."""
     directory = tmp_path / "run"
     config = SACConfig(env_id="MultiAgentPendulum-v1", num_agents=2, n_step=(1, 3),
                        prioritized=True, checkpoint_dir=str(directory), checkpoint_every=200,
@@ -536,6 +536,9 @@ def test_a_multi_agent_prioritized_n_step_run_resumes_bit_for_bit(family, tmp_pa
         assert np.all(np.asarray(stats["BatchRenorm_0"]["steps"]) > 0)
         actor_stats = full.state.learner.actor_params["batch_stats"]["RenormMLP_0"]
         assert np.all(np.asarray(actor_stats["BatchRenorm_0"]["steps"]) > 0)
+        returns = full.state.returns  # the reward scaling's statistics, one G per column
+        assert returns.discounted_return.shape == (config.num_envs * config.num_agents,)
+        assert float(returns.max_abs_return) > 0 and float(returns.stats.count) > 1
 
     partial = tmp_path / "partial"
     shutil.copytree(directory / "400", partial / "400")
