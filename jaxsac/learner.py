@@ -102,8 +102,9 @@ class Learner(NamedTuple):
         noise=None)
         -> module actions [B, *action shape] (noise: ε [B, |A|] for a Box policy,
         jaxsac.noise).
-    loss(LossParams, target_critic_params, batch, key, critic_state={})
-        -> (sum of the losses, aux dict).
+    loss(LossParams, target_critic_params, batch, key, critic_state={}, actor_state={})
+        -> (sum of the losses, aux dict); LossParams.actor_params are the actor's
+        "params" alone, a batch-renormalized actor's statistics are actor_state.
     """
 
     init: Callable[..., LearnerState]

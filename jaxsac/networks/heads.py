@@ -21,7 +21,10 @@ number of actions (Discrete), and out the critic family's output (jaxsac.network
         (the target critics at s' unless the family passes them jointly), which also
         gives the family's new state
     policy_objective(actor_params, critic_params, obs, alpha, key)
-        -> (actor loss per sample [B], log π term [B]: its mean is minus the entropy)
+        -> (actor loss per sample [B], log π term [B]: its mean is minus the entropy);
+        the built-in heads run the actor in train mode here (`train_mode`: a
+        batch-renormalized actor normalizes with the batch's statistics), in eval
+        mode everywhere else
     auto_target_entropy(scale) -> the target entropy of target_entropy="auto" (scale: the
         config's target_entropy_ratio for Box actions, target_entropy_scale for Discrete
         ones, None when unset)
