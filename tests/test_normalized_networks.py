@@ -330,12 +330,7 @@ def test_crossq_batch_renormalized_actor_matches_numpy():
     for name in ("qf_loss", "policy_loss", "alpha_loss"):
         np.testing.assert_allclose(metrics[name], ref[name], **TOL, err_msg=name)
     np.testing.assert_allclose(td_error, ref["td_error"], **TOL)
-    new_stats = new_state.actor_params["batch_stats"]["RenormMLP_0"]
-    for k, expected in enumerate(ref["actor_batch_stats"]):
-        got = new_stats[f"BatchRenorm_{k}"]
-        np.testing.assert_allclose(got["mean"], expected["mean"], **TOL)
-        np.testing.assert_allclose(got["var"], expected["var"], **TOL)
-        assert int(got["steps"]) == 2
+    assert_actor_stats_match(new_state.actor_params, ref["actor_batch_stats"], 2)
 
     obs = np.asarray(batch.obs)
     mean, _, _ = numpy_networks.renorm_actor(jax.device_get(new_state.actor_params), obs,
@@ -343,6 +338,42 @@ def test_crossq_batch_renormalized_actor_matches_numpy():
     acted = learner.act(new_state.actor_params, batch.obs, jax.random.key(0),
                         deterministic=True)
     np.testing.assert_allclose(acted, np.tanh(mean), **TOL)
+
+
+def assert_actor_stats_match(actor_params, reference_stats, steps):
+    stats = actor_params["batch_stats"]["RenormMLP_0"]
+    for k, expected in enumerate(reference_stats):
+        got = stats[f"BatchRenorm_{k}"]
+        np.testing.assert_allclose(got["mean"], expected["mean"], **TOL)
+        np.testing.assert_allclose(got["var"], expected["var"], **TOL)
+        assert int(got["steps"]) == steps
+
+
+def test_discrete_batch_renormalized_actor_matches_numpy_and_moves_only_with_the_actor():
+    """Discrete actions, policy_update_every=2: the exact expectations through the
+    actor in eval mode (the target) and train mode (its loss); its statistics stay as
+    they were at a step that skips the actor (step 3) and move at the next (step 4)."""
+    actions = DiscreteActions(test_discrete_learner.NUM_ACTIONS)
+    _, learner, state = crossq_setup(actions, test_discrete_learner.mixed_batch(5),
+                                     actor_batch_renorm=True, policy_update_every=2)
+    update = jax.jit(learner.update)
+    state, _, _ = update(state, test_discrete_learner.mixed_batch(6), jax.random.key(5))
+    assert int(state.step) == 2
+    before = state.actor_params["batch_stats"]
+    assert int(before["RenormMLP_0"]["BatchRenorm_0"]["steps"]) == 1  # step 2's pass
+    batch = test_discrete_learner.mixed_batch()
+    skipped, _, _ = update(state, batch, jax.random.key(3))
+    assert leaves_equal(skipped.actor_params, state.actor_params)
+
+    ref = numpy_networks.discrete_crossq_losses(
+        skipped.actor_params, {**skipped.critic_params, **skipped.critic_state},
+        skipped.log_alpha, batch, test_discrete_learner.TARGET_ENTROPY, momentum=0.9,
+        warmup=1)
+    new_state, metrics, td_error = update(skipped, batch, jax.random.key(4))
+    for name in ("qf_loss", "policy_loss", "alpha_loss"):
+        np.testing.assert_allclose(metrics[name], ref[name], **TOL, err_msg=name)
+    np.testing.assert_allclose(td_error, ref["td_error"], **TOL)
+    assert_actor_stats_match(new_state.actor_params, ref["actor_batch_stats"], 2)
 
 
 def test_adam_b1_sets_every_optimizers_first_moment_decay():

@@ -151,6 +151,19 @@ def renorm_actor(variables: dict, obs: np.ndarray, train: bool, momentum: float 
     return mean, np.clip(log_std, -5.0, 2.0), updated
 
 
+def _categorical_actor(actor_variables, obs, train, momentum, warmup):
+    """(π, log π, new statistics or None) of the plain MLP categorical actor or the
+    batch-renormalized one (log-softmax after subtracting the largest logit)."""
+    if "batch_stats" not in actor_variables:
+        return (*numpy_sac.categorical_actor(actor_variables, obs), None)
+    logits, updated = renorm_mlp(actor_variables["params"]["RenormMLP_0"],
+                                 actor_variables["batch_stats"]["RenormMLP_0"], obs, train,
+                                 momentum, warmup)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return np.exp(log_probs), log_probs, updated
+
+
 def _actor(actor_variables, obs, train, momentum, warmup):
     """(mean, log_std, new statistics or None): the plain MLP actor (no statistics) or the
     batch-renormalized one."""
@@ -193,23 +206,25 @@ def discrete_crossq_losses(actor_params, variables, log_alpha, batch, target_ent
                            momentum=0.99, warmup=100_000):
     """CrossQ for Discrete actions: s and s' in one train-mode pass (every action's Q),
     the target the exact expectation over a' ~ π(·|s'), the actor's loss the exact sum
-    with the critics in eval mode."""
+    with the critics in eval mode; a batch-renormalized actor as in `crossq_losses`."""
     b64 = {k: f64(v) for k, v in batch._asdict().items()}
     rows, action = np.arange(len(b64["reward"])), np.asarray(batch.action)
     alpha = np.exp(float(log_alpha))
     size = len(rows)
     q, new_stats = crossq_critics(variables, np.concatenate([b64["obs"], b64["next_obs"]]),
                                   True, momentum, warmup)
-    next_probs, next_log_probs = numpy_sac.categorical_actor(actor_params, b64["next_obs"])
+    next_probs, next_log_probs, _ = _categorical_actor(actor_params, b64["next_obs"], False,
+                                                       momentum, warmup)
     soft_value = np.sum(next_probs * (q[:, size:].min(0) - alpha * next_log_probs), axis=-1)
     target = b64["reward"] + b64["discount"] * soft_value
     error = q[:, rows, action] - target
     qf_loss = np.mean(b64["weights"] * np.sum(0.5 * error**2, axis=0))
 
-    probs, log_probs = numpy_sac.categorical_actor(actor_params, b64["obs"])
+    probs, log_probs, actor_stats = _categorical_actor(actor_params, b64["obs"], True,
+                                                       momentum, warmup)
     policy_q, _ = crossq_critics(variables, b64["obs"], False)
     policy_loss = np.mean(np.sum(probs * (alpha * log_probs - policy_q.min(0)), axis=-1))
     log_prob = np.sum(probs * log_probs, axis=-1)
     alpha_loss = -np.mean(float(log_alpha) * (log_prob + target_entropy))
     return {"qf_loss": qf_loss, "td_error": np.abs(error).mean(0), "policy_loss": policy_loss,
-            "alpha_loss": alpha_loss, "batch_stats": new_stats}
+            "alpha_loss": alpha_loss, "batch_stats": new_stats, "actor_batch_stats": actor_stats}
