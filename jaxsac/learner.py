@@ -217,6 +217,15 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
             return head.mode(actor_params, obs)
         return head.sample(actor_params, obs, key, noise)
 
+    def moved_actor_state(actor_params: Params, actor_state: Any, obs: Any) -> Any:
+        """The actor's state after the train-mode pass of its loss over obs (the pass
+        `head.policy_objective` makes): a batch-renormalized actor's moved statistics,
+        without gradient; {} for an actor without state (no pass)."""
+        if not actor_state:
+            return {}
+        variables = with_state(jax.lax.stop_gradient(actor_params), actor_state)
+        return jax.lax.stop_gradient(train_mode(head.actor, variables, obs)[1])
+
     def loss(params: LossParams, target_critic_params: Params, batch: Batch, key: jax.Array,
              critic_state: Any = None, actor_state: Any = None):
         """The three SAC losses at `params`, summed, with gradients routed by stop_gradient.
@@ -236,7 +245,8 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
         {} or None), read in eval mode at s' and in train mode by the actor's loss.
         Returns (sum, aux): aux holds each loss, td_error [B], q (the critics' output at
         the stored actions, [N, B, *T]), log_prob [B] (the log π term whose mean is
-        minus the policy's entropy) and critic_state (the family's state after the step).
+        minus the policy's entropy), critic_state (the family's state after the step) and
+        actor_state (the actor's after its loss's train-mode pass).
         """
         critic_state = {} if critic_state is None else critic_state
         actor_state = {} if actor_state is None else actor_state
@@ -264,7 +274,8 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
         aux = {"qf_loss": qf_loss, "policy_loss": policy_loss, "alpha_loss": alpha_loss,
                "td_error": td_error, "q": jax.lax.stop_gradient(q),
                "log_prob": frozen_log_prob,
-               "critic_state": jax.lax.stop_gradient(new_critic_state)}
+               "critic_state": jax.lax.stop_gradient(new_critic_state),
+               "actor_state": moved_actor_state(params.actor_params, actor_state, batch.obs)}
         return qf_loss + policy_loss + alpha_loss, aux
 
     def apply_gradients(params, grads, opt_state, learning_rate):
@@ -283,14 +294,6 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
             has_aux=True)(params.critic_params)
         zeros = jax.tree.map(jnp.zeros_like, params)
         return zeros._replace(critic_params=grads), aux
-
-    def moved_actor_state(actor_variables: Params, batch: Batch) -> Any:
-        """The actor's state after its loss's train-mode pass over batch.obs (the pass
-        `head.policy_objective` makes): a batch-renormalized actor's moved statistics,
-        {} for an actor without state (no pass)."""
-        if not split_state(actor_variables)[1]:
-            return {}
-        return jax.lax.stop_gradient(train_mode(head.actor, actor_variables, batch.obs)[1])
 
     def update(state: LearnerState, batch: Batch, key: jax.Array):
         """One gradient step on all three losses, from the parameters before the step;
@@ -317,7 +320,7 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
 
         actor_params, actor_opt_state = apply_gradients(
             old_actor_params, grads.actor_params, state.actor_opt_state, hp.actor_lr)
-        actor_params = with_state(actor_params, moved_actor_state(state.actor_params, batch))
+        actor_params = with_state(actor_params, aux["actor_state"])
         critic_params, critic_opt_state = apply_gradients(
             state.critic_params, grads.critic_params, state.critic_opt_state, hp.critic_lr)
         if config.learn_alpha:
