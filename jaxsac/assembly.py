@@ -25,6 +25,7 @@ from jaxsac.learner import Hyperparams, Learner, LearnerState, make_learner, sta
 from jaxsac.metrics import empty_episode_stats
 from jaxsac.observations import ObsSpec, obs_spec
 from jaxsac.replay import ReplayBuffer, ReplayState
+from jaxsac.return_scale import ReturnScaler, return_scaler
 from jaxsac.runners import JaxRunner, check_ray_installed, make_jax_runner
 from jaxsac.schedule import Schedule, validate_schedule
 from jaxsac.types import Step
@@ -42,6 +43,7 @@ class TrainState:
     key: the run's root key; iteration i draws from fold_in(key, i).
     iteration: [] int32, iterations done (env steps = iteration * num_envs).
     episodes: EpisodeStats (AgentEpisodeStats for several agents).
+    returns: the reward scaling's ReturnScaleState (`config.scale_rewards`), else None.
     """
 
     learner: LearnerState
@@ -50,6 +52,7 @@ class TrainState:
     key: jax.Array
     iteration: jax.Array
     episodes: Any
+    returns: Any = None
 
 
 class Assembly(NamedTuple):
@@ -69,6 +72,7 @@ class Assembly(NamedTuple):
         the compiled program (`make_train(..., period_callback=)`); None: no call.
     eval_env: the JAX env evaluations run on (`config.eval_env_id`, `eval_env_kwargs`;
         `env` itself when they are not set); None for a gymnasium run.
+    returns: the reward scaling (`config.scale_rewards`, jaxsac.return_scale), else None.
     """
 
     module_config: SACConfig
@@ -83,6 +87,7 @@ class Assembly(NamedTuple):
     placement: sharding.Placement | None = None
     on_period: Callable[[dict[str, Any]], Any] | None = None
     eval_env: Any = None
+    returns: ReturnScaler | None = None
 
     @property
     def obs_dim(self) -> int:
@@ -174,11 +179,13 @@ def assemble(config: SACConfig, gamma: Any = None,
                              frame_stack=checked_frame_stack(config, env.observation_space))
     check_exploration(config, runner.actions)
     check_obs_keys(config, runner.obs_spec)
+    gamma = config.gamma if gamma is None else gamma
     return Assembly(config, env, make_learner(config, runner.obs_spec.stacked(
                         config.frame_stack), runner.actions),
-                    make_buffer(config, config.gamma if gamma is None else gamma), runner,
+                    make_buffer(config, gamma), runner,
                     connectors.EnvToModule(normalize=config.normalize_obs), runner.obs_spec,
-                    runner.actions, placement=placement, eval_env=_eval_env(config, env))
+                    runner.actions, placement=placement, eval_env=_eval_env(config, env),
+                    returns=return_scaler(config, gamma, config.num_envs))
 
 
 def _eval_env(config: SACConfig, env: Any) -> Any:
@@ -202,11 +209,12 @@ def _multi_agent_assembly(config: SACConfig, gamma: Any) -> Assembly:
     learner = stacked_learner(make_learner(per_module, runner.obs_spec.stacked(
         config.frame_stack), runner.actions),
                               per_module, layout)
-    buffer = replay.stacked_buffer(
-        make_buffer(per_module, per_module.gamma if gamma is None else gamma), layout)
+    gamma = per_module.gamma if gamma is None else gamma
+    buffer = replay.stacked_buffer(make_buffer(per_module, gamma), layout)
     return Assembly(per_module, env, learner, buffer, runner,
                     connectors.EnvToModule(normalize=config.normalize_obs), runner.obs_spec,
-                    runner.actions, agents=layout, eval_env=_eval_env(config, env))
+                    runner.actions, agents=layout, eval_env=_eval_env(config, env),
+                    returns=return_scaler(config, gamma, config.num_envs * config.num_agents))
 
 
 def host_assembly(config: SACConfig, obs: ObsSpec | int,
@@ -223,7 +231,8 @@ def host_assembly(config: SACConfig, obs: ObsSpec | int,
     return Assembly(config, None, make_learner(config, spec.stacked(config.frame_stack),
                                                actions),
                     make_buffer(config, config.gamma), None,
-                    connectors.EnvToModule(normalize=config.normalize_obs), spec, actions)
+                    connectors.EnvToModule(normalize=config.normalize_obs), spec, actions,
+                    returns=return_scaler(config, config.gamma, config.num_envs))
 
 
 def check_obs_keys(config: SACConfig, spec: ObsSpec) -> None:
@@ -336,6 +345,7 @@ def init_state(assembly: Assembly, key: jax.Array, hparams: Hyperparams | None =
         key=run_key,
         iteration=jnp.zeros((), jnp.int32),
         episodes=empty_episode_stats(assembly.agents),
+        returns=None if assembly.returns is None else assembly.returns.init(),
     ))
 
 

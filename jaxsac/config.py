@@ -143,6 +143,12 @@ class SACConfig:
     """Frames the policy sees: each image entry [H, W, C] uint8 as its episode's last k
     frames [H, W, C·k], oldest first (vectors not stacked); stored once, stacked at
     sample time (docs/semantics.md, "Frame stacks"). > 1 needs an image entry."""
+    scale_rewards: bool = setting(False, ENV, STRUCTURAL, check=Bool())
+    """SimbaV2's reward scaling: the learner sees rewards divided by the running scale of
+    the discounted return (jaxsac.return_scale; statistics saved with checkpoints)."""
+    reward_scale_g_max: float = setting(5.0, ENV, check=Real(0.0, math.inf, open_low=True))
+    """scale_rewards: the scale is at least max|G| / reward_scale_g_max, which keeps the
+    scaled returns within about ±reward_scale_g_max."""
     domain_randomization: bool = setting(False, ENV, STRUCTURAL, check=Bool())
     """Each env steps its own physics model, drawn from the seed by the task's Playground
     randomizer (friction, masses, gains, ...) as Playground's training does, held in the
@@ -257,8 +263,16 @@ class SACConfig:
     """critic="crossq": momentum of the batch renormalization's running statistics."""
     batch_renorm_warmup: int = setting(100_000, NETWORKS, check=Int(0))
     """critic="crossq": gradient steps of batch normalization before renormalization."""
+    actor_batch_renorm: bool = setting(False, NETWORKS, STRUCTURAL, check=Bool())
+    """critic="crossq" only: the actor too is a batch-renormalized MLP, BRN(x) ->
+    [Dense -> activation -> BRN] per hidden size -> Dense (CrossQ's and sbx's actor), with
+    batch_norm_momentum and batch_renorm_warmup; its statistics move in the actor's loss
+    (train mode) and are read everywhere else (eval mode, acting included)."""
     grad_clip: float | None = setting(None, LEARNER)
     """Global-norm gradient clipping, applied to each optimizer separately; None: off."""
+    adam_b1: float = setting(0.9, LEARNER, check=Real(0.0, 1.0))
+    """β1 of every Adam optimizer (actor, critics, α), in [0, 1): the decay of the
+    gradient's moving average (CrossQ uses 0.5)."""
 
     prioritized: bool = setting(False, REPLAY, STRUCTURAL, check=Bool())
     """Prioritized replay (sum tree) instead of uniform sampling."""

@@ -24,14 +24,15 @@ from jaxsac.types import EpisodeInfo, Step
 
 
 def gradient_steps(assembly: Assembly, learner_state: LearnerState, buffer_state: ReplayState,
-                   obs_stats: Any, key: jax.Array, num_steps: int):
+                   obs_stats: Any, key: jax.Array, num_steps: int, returns: Any = None):
     """`num_steps` gradient steps, each on a fresh sample followed by the priority update.
 
     Learner metrics are {name: [] or [M] for M stacked modules}.
 
     obs_stats: the statistics the sampled batches are normalized with (learner
-    connector). Returns (learner state, buffer state, learner metrics averaged over the
-    steps).
+    connector); returns: the reward scaling's statistics the sampled rewards are divided
+    by (`assembly.returns`; None without it). Returns (learner state, buffer state,
+    learner metrics averaged over the steps).
     """
 
     def one(carry, step_key):
@@ -39,6 +40,8 @@ def gradient_steps(assembly: Assembly, learner_state: LearnerState, buffer_state
         sample_key, update_key = jax.random.split(step_key)
         batch = assembly.buffer.sample(bstate, sample_key)
         batch = assembly.env_to_module.normalize_batch(obs_stats, batch)
+        if assembly.returns is not None:
+            batch = assembly.returns.scale_batch(returns, batch)
         lstate, metrics, td_error = assembly.learner.update(lstate, batch, update_key)
         bstate = assembly.buffer.update_priorities(bstate, batch.indices, td_error)
         return (lstate, bstate), metrics
@@ -56,7 +59,7 @@ def learn_from(assembly: Assembly, state: TrainState, obs_stats: Any, key: jax.A
 
     def run(_):
         return gradient_steps(assembly, state.learner, state.buffer, obs_stats, key,
-                              per_iteration)
+                              per_iteration, state.returns)
 
     if every == 1:
         return run(None)
@@ -76,6 +79,8 @@ def store(assembly: Assembly, state: TrainState, step: Step, episodes: EpisodeIn
         iteration=state.iteration + 1,
         episodes=state.episodes.record(episodes.done, episodes.episode_return,
                                        episodes.episode_length),
+        returns=(state.returns if assembly.returns is None
+                 else assembly.returns.update(state.returns, step)),
     )
 
 

@@ -38,6 +38,7 @@ from jaxsac.networks.augmentation import augmentation
 from jaxsac.networks.bodies import project_unit_kernels
 from jaxsac.networks.critics import has_target_network, split_state, with_state
 from jaxsac.networks.encoders import ENCODER_SHARING
+from jaxsac.networks.heads import train_mode
 from jaxsac.observations import ObsSpec, obs_spec
 from jaxsac.types import Batch
 
@@ -73,7 +74,8 @@ class Hyperparams(NamedTuple("HyperparamFields",
 class LearnerState:
     """Everything the learner updates. A pytree: jit, vmap and checkpoint it whole."""
 
-    actor_params: Params
+    actor_params: Params  # the actor's variables: {"params": ...} (+ "batch_stats": a
+    # batch-renormalized actor's statistics, which only its loss's train-mode pass moves)
     critic_params: Params  # leaves with a leading axis N (one slice per critic)
     target_critic_params: Params  # {} for a family without target critics (CrossQ)
     critic_state: Any  # the critic family's state (CrossQ's batch statistics), else {}
@@ -102,8 +104,9 @@ class Learner(NamedTuple):
         noise=None)
         -> module actions [B, *action shape] (noise: ε [B, |A|] for a Box policy,
         jaxsac.noise).
-    loss(LossParams, target_critic_params, batch, key, critic_state={})
-        -> (sum of the losses, aux dict).
+    loss(LossParams, target_critic_params, batch, key, critic_state={}, actor_state={})
+        -> (sum of the losses, aux dict); LossParams.actor_params are the actor's
+        "params" alone, a batch-renormalized actor's statistics are actor_state.
     """
 
     init: Callable[..., LearnerState]
@@ -120,12 +123,12 @@ def polyak(params: Params, target_params: Params, tau: jax.Array) -> Params:
     return jax.tree.map(lambda p, t: tau * p + (1.0 - tau) * t, params, target_params)
 
 
-def _optimizer(grad_clip: float | None) -> optax.GradientTransformation:
-    """Adam's moment scaling (clipped first when asked); the learning rate is applied
-    by `_apply` from the state, so it can be traced."""
+def _optimizer(grad_clip: float | None, b1: float = 0.9) -> optax.GradientTransformation:
+    """Adam's moment scaling with β1 = `b1` (clipped first when asked); the learning rate
+    is applied by `apply_gradients` from the state, so it can be traced."""
     if grad_clip is None:
-        return optax.scale_by_adam()
-    return optax.chain(optax.clip_by_global_norm(grad_clip), optax.scale_by_adam())
+        return optax.scale_by_adam(b1=b1)
+    return optax.chain(optax.clip_by_global_norm(grad_clip), optax.scale_by_adam(b1=b1))
 
 
 def target_entropy(config: SACConfig | LearnerSettings, head: PolicyHead) -> float:
@@ -194,22 +197,22 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
     head = policy_head(actions, config, spec)
     sharing = ENCODER_SHARING[config.encoder_sharing]
     augment = augmentation(config.image_pad, config.augmentation_samples, spec)
-    optimizer = _optimizer(config.grad_clip)
+    optimizer = _optimizer(config.grad_clip, config.adam_b1)
     entropy_target = target_entropy(config, head)
 
     def init(key: jax.Array, hparams: Hyperparams | None = None) -> LearnerState:
         hparams = Hyperparams.from_config(config) if hparams is None else hparams
-        actor_params, critic_variables = head.init(key, spec)
+        actor_variables, critic_variables = head.init(key, spec)
         critic_params, critic_state = split_state(critic_variables)
-        actor_params = sharing.sync(actor_params, critic_params)
+        actor_variables = sharing.sync(actor_variables, critic_params)
         log_alpha = jnp.log(hparams.initial_alpha).astype(jnp.float32)
         return LearnerState(
-            actor_params=actor_params,
+            actor_params=actor_variables,
             critic_params=critic_params,
             target_critic_params=critic_params if has_target_network(head.critic) else {},
             critic_state=critic_state,
             log_alpha=log_alpha,
-            actor_opt_state=optimizer.init(actor_params),
+            actor_opt_state=optimizer.init(split_state(actor_variables)[0]),
             critic_opt_state=optimizer.init(critic_params),
             alpha_opt_state=optimizer.init(log_alpha),
             step=jnp.zeros((), jnp.int32),
@@ -222,8 +225,17 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
             return head.mode(actor_params, obs)
         return head.sample(actor_params, obs, key, noise)
 
+    def moved_actor_state(actor_params: Params, actor_state: Any, obs: Any) -> Any:
+        """The actor's state after the train-mode pass of its loss over obs (the pass
+        `head.policy_objective` makes): a batch-renormalized actor's moved statistics,
+        without gradient; {} for an actor without state (no pass)."""
+        if not actor_state:
+            return {}
+        variables = with_state(jax.lax.stop_gradient(actor_params), actor_state)
+        return jax.lax.stop_gradient(train_mode(head.actor, variables, obs)[1])
+
     def loss(params: LossParams, target_critic_params: Params, batch: Batch, key: jax.Array,
-             critic_state: Any = None):
+             critic_state: Any = None, actor_state: Any = None):
         """The three SAC losses at `params`, summed, with gradients routed by stop_gradient.
 
         The critic family builds the target from the target critics at s' (no gradient;
@@ -236,18 +248,22 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
         actions, exact sums for Discrete ones. The critic loss reaches only the critics,
         the actor loss only the actor, the temperature loss only log α, so one
         `jax.grad` of the sum gives each optimizer exactly the gradient of its own loss.
-        critic_state: the family's state ({} or None for a family without one).
+        critic_state: the family's state ({} or None for a family without one);
+        actor_state: the actor's ({"batch_stats": ...} of a batch-renormalized actor, else
+        {} or None), read in eval mode at s' and in train mode by the actor's loss.
         With image augmentation (`networks.augmentation`) the losses are those of the
         batch's n·B shifted views, the target of each sample averaged over its views.
         Returns (sum, aux): aux holds each loss, td_error [B], q (the critics' output at
         the stored actions, [N, n·B, *T]), log_prob [n·B] (the log π term whose mean is
-        minus the policy's entropy) and critic_state (the family's state after the step).
+        minus the policy's entropy), critic_state (the family's state after the step) and
+        actor_state (the actor's after its loss's train-mode pass).
         """
         critic_state = {} if critic_state is None else critic_state
+        actor_state = {} if actor_state is None else actor_state
         batch = augment.views(batch, key)
         target_key, policy_key = jax.random.split(key)
         alpha = jnp.exp(jax.lax.stop_gradient(params.log_alpha))
-        frozen_actor = jax.lax.stop_gradient(params.actor_params)
+        frozen_actor = with_state(jax.lax.stop_gradient(params.actor_params), actor_state)
         q, next_out, entropy, probs, new_critic_state = head.critic_outputs(
             frozen_actor, with_state(params.critic_params, critic_state), target_critic_params,
             batch.obs, batch.action, batch.next_obs, alpha, target_key)
@@ -258,8 +274,9 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
         td_error = jax.lax.stop_gradient(augment.per_sample(td_error))
 
         frozen_critic = jax.lax.stop_gradient(with_state(params.critic_params, critic_state))
-        objective, log_prob = head.policy_objective(params.actor_params, frozen_critic,
-                                                    batch.obs, alpha, policy_key)
+        objective, log_prob = head.policy_objective(
+            with_state(params.actor_params, actor_state), frozen_critic, batch.obs, alpha,
+            policy_key)
         policy_loss = jnp.mean(objective)
 
         frozen_log_prob = jax.lax.stop_gradient(log_prob)
@@ -268,7 +285,8 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
         aux = {"qf_loss": qf_loss, "policy_loss": policy_loss, "alpha_loss": alpha_loss,
                "td_error": td_error, "q": jax.lax.stop_gradient(q),
                "log_prob": frozen_log_prob,
-               "critic_state": jax.lax.stop_gradient(new_critic_state)}
+               "critic_state": jax.lax.stop_gradient(new_critic_state),
+               "actor_state": moved_actor_state(params.actor_params, actor_state, batch.obs)}
         return qf_loss + policy_loss + alpha_loss, aux
 
     def apply_gradients(params, grads, opt_state, learning_rate):
@@ -277,13 +295,14 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
         return project_unit_kernels(optax.apply_updates(params, updates)), opt_state
 
     def critic_gradients(params: LossParams, target_critic_params: Params, batch: Batch,
-                         key: jax.Array, critic_state: Any
+                         key: jax.Array, critic_state: Any, actor_state: Any
                          ) -> tuple[LossParams, dict[str, jax.Array]]:
         """The gradient of the losses for the critics alone (zeros for the actor and
         log α, whose backward passes are not taken), with every loss's value."""
         grads, aux = jax.grad(
             lambda critic: loss(params._replace(critic_params=critic), target_critic_params,
-                                batch, key, critic_state), has_aux=True)(params.critic_params)
+                                batch, key, critic_state, actor_state),
+            has_aux=True)(params.critic_params)
         zeros = jax.tree.map(jnp.zeros_like, params)
         return zeros._replace(critic_params=grads), aux
 
@@ -297,18 +316,22 @@ def make_learner(config: SACConfig | LearnerSettings, obs: ObsSpec | int,
         td_error [B], the critic family's, e.g. mean_i |Q_i(s, a) − y|).
         """
         hp = state.hparams
-        params = LossParams(state.actor_params, state.critic_params, state.log_alpha)
+        old_actor_params, actor_state = split_state(state.actor_params)
+        params = LossParams(old_actor_params, state.critic_params, state.log_alpha)
         if config.policy_update_every == 1:
             grads, aux = jax.grad(loss, has_aux=True)(
-                params, state.target_critic_params, batch, key, state.critic_state)
+                params, state.target_critic_params, batch, key, state.critic_state,
+                actor_state)
         else:
             policy_due = (state.step + 1) % config.policy_update_every == 0
             grads, aux = jax.lax.cond(
                 policy_due, jax.grad(loss, has_aux=True), critic_gradients,
-                params, state.target_critic_params, batch, key, state.critic_state)
+                params, state.target_critic_params, batch, key, state.critic_state,
+                actor_state)
 
         actor_params, actor_opt_state = apply_gradients(
-            state.actor_params, grads.actor_params, state.actor_opt_state, hp.actor_lr)
+            old_actor_params, grads.actor_params, state.actor_opt_state, hp.actor_lr)
+        actor_params = with_state(actor_params, aux["actor_state"])
         critic_params, critic_opt_state = apply_gradients(
             state.critic_params, grads.critic_params, state.critic_opt_state, hp.critic_lr)
         if config.learn_alpha:

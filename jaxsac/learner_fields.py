@@ -43,6 +43,9 @@ def check_learner_fields(c: Any) -> None:
             checks.fail(OWNER, name, getattr(c, name), "a non-empty registered name")
     if c.grad_clip is not None:
         checks.check_real(OWNER, "grad_clip", c.grad_clip, 0.0, math.inf, open_low=True)
+    if not c.adam_b1 < 1.0:
+        checks.fail(OWNER, "adam_b1", c.adam_b1, "a number in [0, 1) (at 1 the moving "
+                    "average of the gradient stays 0 and its bias correction divides by 0)")
     _check_temperature(c)
     if c.log_std_bounds is not None and not (
             isinstance(c.log_std_bounds, tuple) and len(c.log_std_bounds) == 2
@@ -119,6 +122,11 @@ def _check_temperature(c: Any) -> None:
 
 
 def _check_critic_family(c: Any) -> None:
+    if c.actor_batch_renorm and c.critic != "crossq":
+        checks.fail(OWNER, "actor_batch_renorm", c.actor_batch_renorm,
+                    f"False with critic={c.critic!r}: the batch-renormalized actor is "
+                    "CrossQ's (critic='crossq'), whose batch_norm_momentum and "
+                    "batch_renorm_warmup it shares")
     if c.critic not in CRITIC_FAMILY_FIELDS:
         return
     defaults = {f.name: f.default for f in dataclasses.fields(c)}

@@ -22,7 +22,7 @@ LAYERS = (
     ("components", ("envs", "networks", "noise", "connectors", "agents", "logger",
                     "distributed", "compilation", "tuned", "random_bits", "storage",
                     "memory")),
-    ("pieces", ("replay", "learner", "runners", "sharding", "runs")),
+    ("pieces", ("replay", "learner", "runners", "sharding", "runs", "return_scale")),
     ("schedule", ("schedule", "metrics")),
     ("assembly", ("assembly",)),
     ("shared steps", ("iteration", "evaluation")),

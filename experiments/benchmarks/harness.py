@@ -192,9 +192,10 @@ def state_after(config: Any, periods: int) -> tuple[Any, Any]:
     return assembly, state
 
 
-def random_batch(key: Any, batch_size: int = BATCH, obs_dim: int = OBS_DIM) -> Any:
-    """A Batch of `batch_size` random transitions: obs [batch_size, obs_dim], one action
-    (the update workload's input)."""
+def random_batch(key: Any, batch_size: int = BATCH, obs_dim: int = OBS_DIM,
+                 act_dim: int = ACT_DIM) -> Any:
+    """A Batch of `batch_size` random transitions: obs [batch_size, obs_dim], actions
+    [batch_size, act_dim] (the update workload's input)."""
     import jax
     import jax.numpy as jnp
 
@@ -203,7 +204,7 @@ def random_batch(key: Any, batch_size: int = BATCH, obs_dim: int = OBS_DIM) -> A
     k = jax.random.split(key, 4)
     return Batch(
         obs=jax.random.normal(k[0], (batch_size, obs_dim)),
-        action=jax.random.uniform(k[1], (batch_size, ACT_DIM), minval=-1, maxval=1),
+        action=jax.random.uniform(k[1], (batch_size, act_dim), minval=-1, maxval=1),
         reward=jax.random.normal(k[2], (batch_size,)),
         next_obs=jax.random.normal(k[3], (batch_size, obs_dim)),
         discount=jnp.full((batch_size,), 0.99),

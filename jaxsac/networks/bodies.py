@@ -37,8 +37,6 @@ SIMBAV2_EXPANSION = 4
 
 def l2_normalize(x: jax.Array, axis: int = -1) -> jax.Array:
     """x / max(‖x‖₂, NORM_EPS) along `axis` (the hyperspherical normalization)."""
-    # The square root of the sum of squares, not jnp.linalg.norm: XLA's CPU runtime
-    # (jax 0.10) stalled on a whole training run whose projection used the latter.
     norm = jnp.sqrt(jnp.sum(jnp.square(x), axis=axis, keepdims=True))
     return x / jnp.maximum(norm, NORM_EPS)
 
@@ -54,10 +52,44 @@ def project_unit_kernels(params: Any) -> Any:
     return jax.tree_util.tree_map_with_path(project, params)
 
 
-def _unit_kernel_init(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32
+def orthonormalized(z: jax.Array, passes: int = 2) -> jax.Array:
+    """The Q of z = QR [..., m, k] (m >= k) with R's diagonal positive: the columns of z
+    orthonormalized in order by modified Gram-Schmidt, `passes` times (a second pass
+    restores the orthogonality float32 rounding loses on ill-conditioned draws).
+
+    Plain array operations, not jnp.linalg.qr: on the CPU (jaxlib 0.10) LAPACK's batched
+    QR splits its batch over XLA's intra-op thread pool and waits for the parts, so two
+    such QRs run at once (the initialization of stacked critics or vmapped seeds) can
+    take every thread of a small pool and wait forever (docs/semantics.md, SimbaV2)."""
+    columns = z.shape[-1]
+
+    def orthonormalize_column(j: jax.Array, q: jax.Array) -> jax.Array:
+        v = l2_normalize(jax.lax.dynamic_index_in_dim(q, j, axis=-1, keepdims=False))
+        later = jnp.arange(columns) > j
+        overlap = jnp.where(later, jnp.einsum("...m,...mk->...k", v, q), 0.0)
+        q = q - v[..., :, None] * overlap[..., None, :]
+        return jax.lax.dynamic_update_index_in_dim(q, v, j, axis=-1)
+
+    for _ in range(passes):
+        z = jax.lax.fori_loop(0, columns, orthonormalize_column, z)
+    return z
+
+
+def orthogonal_kernel(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32
+                      ) -> jax.Array:
+    """A uniformly drawn orthogonal [in, out] (orthonormal columns, or rows when in <
+    out): jax.nn.initializers.orthogonal()'s draw, the Q of a Gaussian [max, min] with
+    R's diagonal positive, computed by `orthonormalized` instead of LAPACK's QR."""
+    rows, cols = shape
+    z = jax.random.normal(key, (max(rows, cols), min(rows, cols)), dtype)
+    q = orthonormalized(z)
+    return q.T if rows < cols else q
+
+
+def unit_kernel_init(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32
                       ) -> jax.Array:
     """An orthogonal draw [in, out] projected to unit-norm columns."""
-    return l2_normalize(nn.initializers.orthogonal()(key, shape, dtype), axis=-2)
+    return l2_normalize(orthogonal_kernel(key, shape, dtype), axis=-2)
 
 
 class BROBody(Body):
@@ -85,7 +117,7 @@ class UnitDense(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        kernel = self.param(UNIT_KERNEL, _unit_kernel_init, (x.shape[-1], self.features))
+        kernel = self.param(UNIT_KERNEL, unit_kernel_init, (x.shape[-1], self.features))
         return x @ kernel
 
 

@@ -21,7 +21,10 @@ number of actions (Discrete), and out the critic family's output (jaxsac.network
         (the target critics at s' unless the family passes them jointly), which also
         gives the family's new state
     policy_objective(actor_params, critic_params, obs, alpha, key)
-        -> (actor loss per sample [B], log π term [B]: its mean is minus the entropy)
+        -> (actor loss per sample [B], log π term [B]: its mean is minus the entropy);
+        the built-in heads run the actor in train mode here (`train_mode`: a
+        batch-renormalized actor normalizes with the batch's statistics), in eval
+        mode everywhere else
     auto_target_entropy(scale) -> the target entropy of target_entropy="auto" (scale: the
         config's target_entropy_ratio for Box actions, target_entropy_scale for Discrete
         ones, None when unset)
@@ -46,6 +49,7 @@ from jaxsac import checks
 from jaxsac.config import SACConfig
 from jaxsac.networks.bodies import BODIES
 from jaxsac.networks.critics import CriticFamily, taken_and_next
+from jaxsac.networks.crossq import RenormMLP
 from jaxsac.networks.encoders import ENCODER_SHARING, ENCODERS, encode, make_encoder
 from jaxsac.networks.families import CRITICS, make_critic
 from jaxsac.networks.registry import Registry
@@ -61,11 +65,23 @@ log|A| (docs/semantics.md, "Discrete actions": the common 0.98 lets α grow with
 bound on two actions)."""
 
 
+def actor_body(hidden_sizes: Sequence[int], out_dim: int, activation: str, network: str,
+               batch_renorm: tuple[float, int] | None, train: bool) -> nn.Module:
+    """The actor's body, x [..., in] -> [..., out_dim]: the one `network` names
+    (jaxsac.networks.bodies), or CrossQ's batch-renormalized MLP when `batch_renorm` is
+    (momentum, warm-up steps), in train mode when `train` (no other body reads it)."""
+    if batch_renorm is None:
+        return BODIES[network](hidden_sizes, out_dim, activation)
+    return RenormMLP(hidden_sizes, out_dim, activation, *batch_renorm, train)
+
+
 class Actor(nn.Module):
     """obs [B, ...] (an observation tree) -> (mean [B, |A|], log_std [B, |A|]), log_std
     clipped to [log_std_min, log_std_max] (default [-5, 2]). `encoder`: obs -> features
     first (None: the flat features); `network`: the body (jaxsac.networks.bodies) by
-    name."""
+    name; `batch_renorm`: (momentum, warm-up) for CrossQ's batch-renormalized body, whose
+    mode `train` picks (its statistics, the "batch_stats" collection, move in train
+    mode, applied with mutable=["batch_stats"])."""
 
     act_dim: int
     hidden_sizes: Sequence[int] = (256, 256)
@@ -74,12 +90,13 @@ class Actor(nn.Module):
     log_std_max: float = LOG_STD_MAX
     encoder: nn.Module | None = None
     network: str = "mlp"
+    batch_renorm: tuple[float, int] | None = None
 
     @nn.compact
-    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def __call__(self, obs: jax.Array, train: bool = False) -> tuple[jax.Array, jax.Array]:
         features = encode(self.encoder, obs)
-        body = BODIES[self.network]
-        out = body(self.hidden_sizes, 2 * self.act_dim, self.activation)(features)
+        out = actor_body(self.hidden_sizes, 2 * self.act_dim, self.activation, self.network,
+                         self.batch_renorm, train)(features)
         mean, log_std = jnp.split(out, 2, axis=-1)
         return mean, jnp.clip(log_std, self.log_std_min, self.log_std_max)
 
@@ -87,19 +104,27 @@ class Actor(nn.Module):
 class CategoricalActor(nn.Module):
     """obs [B, ...] (an observation tree) -> logits [B, |A|] of a categorical policy over
     |A| actions. `encoder`: obs -> features first (None: the flat features); `network`:
-    the body by name."""
+    the body by name; `batch_renorm` and `train` as `Actor`'s."""
 
     num_actions: int
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
     encoder: nn.Module | None = None
     network: str = "mlp"
+    batch_renorm: tuple[float, int] | None = None
 
     @nn.compact
-    def __call__(self, obs: jax.Array) -> jax.Array:
+    def __call__(self, obs: jax.Array, train: bool = False) -> jax.Array:
         features = encode(self.encoder, obs)
-        body = BODIES[self.network]
-        return body(self.hidden_sizes, self.num_actions, self.activation)(features)
+        return actor_body(self.hidden_sizes, self.num_actions, self.activation, self.network,
+                          self.batch_renorm, train)(features)
+
+
+def train_mode(actor: nn.Module, variables: Any, obs: Any) -> tuple[Any, Any]:
+    """(the actor's outputs at obs in train mode, its new state): CrossQ's batch-
+    renormalized actor normalizes with the batch's statistics and moves its running
+    ones ({"batch_stats": ...}); any other actor gives its usual outputs and {}."""
+    return actor.apply(variables, obs, train=True, mutable=["batch_stats"])
 
 
 def squashed_log_prob(pre_tanh: jax.Array, mean: jax.Array, log_std: jax.Array) -> jax.Array:
@@ -204,7 +229,7 @@ class SquashedGaussianHead(NamedTuple):
 
     def policy_objective(self, actor_params: Any, critic_params: Any, obs: jax.Array,
                          alpha: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        mean, log_std = self.actor.apply(actor_params, obs)
+        (mean, log_std), _ = train_mode(self.actor, actor_params, obs)
         action, log_prob = sample_action(mean, log_std, key)
         policy_q = self.critic.value(self.critic.apply(critic_params, obs, action))
         return alpha * log_prob - policy_q, log_prob
@@ -250,7 +275,7 @@ class CategoricalHead(NamedTuple):
     def policy_objective(self, actor_params: Any, critic_params: Any, obs: jax.Array,
                          alpha: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         del key  # exact expectation
-        probs, log_probs = categorical_log_probs(self.actor.apply(actor_params, obs))
+        probs, log_probs = categorical_log_probs(train_mode(self.actor, actor_params, obs)[0])
         value = self.critic.value(self.critic.apply(critic_params, obs))  # [B, |A|]
         return (jnp.sum(probs * (alpha * log_probs - value), axis=-1),
                 jnp.sum(probs * log_probs, axis=-1))
@@ -266,14 +291,23 @@ def _squashed_gaussian(actions: Any, settings: NetworkSettings, critic: CriticFa
     low, high = ((LOG_STD_MIN, LOG_STD_MAX) if settings.log_std_bounds is None
                  else settings.log_std_bounds)
     return SquashedGaussianHead(Actor(actions.dim, settings.hidden_sizes, settings.activation,
-                                      low, high, encoder, settings.network), critic, actions.dim)
+                                      low, high, encoder, settings.network,
+                                      actor_batch_renorm(settings)), critic, actions.dim)
 
 
 def _categorical(actions: Any, settings: NetworkSettings, critic: CriticFamily,
                  encoder: Any) -> CategoricalHead:
     return CategoricalHead(CategoricalActor(actions.dim, settings.hidden_sizes,
-                                            settings.activation, encoder, settings.network),
+                                            settings.activation, encoder, settings.network,
+                                            actor_batch_renorm(settings)),
                            critic, actions.dim)
+
+
+def actor_batch_renorm(settings: NetworkSettings) -> tuple[float, int] | None:
+    """(momentum, warm-up) of a batch-renormalized actor (`actor_batch_renorm`), else None."""
+    if not settings.actor_batch_renorm:
+        return None
+    return settings.batch_norm_momentum, settings.batch_renorm_warmup
 
 
 HeadFactory = Callable[[Any, NetworkSettings, CriticFamily, Any], PolicyHead]

@@ -105,6 +105,25 @@ def _slice(tree: dict, i: int) -> dict:
             for k, v in tree.items()}
 
 
+def renorm_mlp(params: dict, stats: dict, x: np.ndarray, train: bool, momentum: float,
+               warmup: int):
+    """(y, the new statistics of each BRN or None in eval mode) of one network
+    BRN -> [Dense -> ReLU -> BRN]* -> Dense."""
+    norms, norm_stats = ordered(params, "BatchRenorm"), ordered(stats, "BatchRenorm")
+    dense_layers = ordered(params, "Dense")
+    updated = []
+    h = x
+    for k, norm in enumerate(norms):
+        if k:
+            h = np.maximum(dense(h, dense_layers[k - 1]), 0.0)
+        if train:
+            h, mean, var = batch_renorm_train(h, norm_stats[k], norm, momentum, warmup)
+            updated.append({"mean": mean, "var": var, "steps": norm_stats[k]["steps"] + 1})
+        else:
+            h = batch_renorm_eval(h, norm_stats[k], norm)
+    return dense(h, dense_layers[-1]), (updated if train else None)
+
+
 def crossq_critics(variables: dict, x: np.ndarray, train: bool, momentum: float = 0.99,
                    warmup: int = 100_000):
     """(q [N, B, out], the new batch_stats of each critic or None in eval mode): each
@@ -114,23 +133,43 @@ def crossq_critics(variables: dict, x: np.ndarray, train: bool, momentum: float 
     num_q = np.asarray(params["Dense_0"]["kernel"]).shape[0]
     outs, new_stats = [], []
     for i in range(num_q):
-        own, own_stats = _slice(params, i), _slice(stats, i)
-        norms = ordered(own, "BatchRenorm")
-        norm_stats = ordered(own_stats, "BatchRenorm")
-        dense_layers = ordered(own, "Dense")
-        updated = []
-        h = x
-        for k, norm in enumerate(norms):
-            if k:
-                h = np.maximum(dense(h, dense_layers[k - 1]), 0.0)
-            if train:
-                h, mean, var = batch_renorm_train(h, norm_stats[k], norm, momentum, warmup)
-                updated.append({"mean": mean, "var": var, "steps": norm_stats[k]["steps"] + 1})
-            else:
-                h = batch_renorm_eval(h, norm_stats[k], norm)
-        outs.append(dense(h, dense_layers[-1]))
+        out, updated = renorm_mlp(_slice(params, i), _slice(stats, i), x, train, momentum,
+                                  warmup)
+        outs.append(out)
         new_stats.append(updated)
     return np.stack(outs), (new_stats if train else None)
+
+
+def renorm_actor(variables: dict, obs: np.ndarray, train: bool, momentum: float = 0.99,
+                 warmup: int = 100_000):
+    """(mean, log_std clipped to [-5, 2], the new statistics or None in eval mode) of
+    CrossQ's batch-renormalized actor."""
+    out, updated = renorm_mlp(variables["params"]["RenormMLP_0"],
+                              variables["batch_stats"]["RenormMLP_0"], obs, train, momentum,
+                              warmup)
+    mean, log_std = np.split(out, 2, axis=-1)
+    return mean, np.clip(log_std, -5.0, 2.0), updated
+
+
+def _categorical_actor(actor_variables, obs, train, momentum, warmup):
+    """(π, log π, new statistics or None) of the plain MLP categorical actor or the
+    batch-renormalized one (log-softmax after subtracting the largest logit)."""
+    if "batch_stats" not in actor_variables:
+        return (*numpy_sac.categorical_actor(actor_variables, obs), None)
+    logits, updated = renorm_mlp(actor_variables["params"]["RenormMLP_0"],
+                                 actor_variables["batch_stats"]["RenormMLP_0"], obs, train,
+                                 momentum, warmup)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return np.exp(log_probs), log_probs, updated
+
+
+def _actor(actor_variables, obs, train, momentum, warmup):
+    """(mean, log_std, new statistics or None): the plain MLP actor (no statistics) or the
+    batch-renormalized one."""
+    if "batch_stats" not in actor_variables:
+        return (*numpy_sac.actor(actor_variables, obs), None)
+    return renorm_actor(actor_variables, obs, train, momentum, warmup)
 
 
 def crossq_losses(actor_params, variables, log_alpha, batch, next_noise, policy_noise,
@@ -138,11 +177,12 @@ def crossq_losses(actor_params, variables, log_alpha, batch, next_noise, policy_
     """CrossQ's target, losses, TD error and new statistics (docs/semantics.md,
     "CrossQ"): (s, a) and (s', a') in one train-mode pass over 2B rows of the online
     critics; the actor's loss through the critics in eval mode with the statistics from
-    before the step."""
+    before the step. A batch-renormalized actor (actor_params with "batch_stats") acts in
+    eval mode at s' and in train mode in its loss, whose new statistics it returns."""
     b64 = {k: f64(v) for k, v in batch._asdict().items()}
     alpha = np.exp(float(log_alpha))
     size = b64["obs"].shape[0]
-    next_mean, next_log_std = numpy_sac.actor(actor_params, b64["next_obs"])
+    next_mean, next_log_std, _ = _actor(actor_params, b64["next_obs"], False, momentum, warmup)
     next_action, next_log_prob = numpy_sac.squashed_sample(next_mean, next_log_std, next_noise)
     rows = np.concatenate([np.concatenate([b64["obs"], b64["action"]], -1),
                            np.concatenate([b64["next_obs"], next_action], -1)])
@@ -152,37 +192,39 @@ def crossq_losses(actor_params, variables, log_alpha, batch, next_noise, policy_
     error = taken - target
     qf_loss = np.mean(b64["weights"] * np.sum(0.5 * error**2, axis=0))
 
-    mean, log_std = numpy_sac.actor(actor_params, b64["obs"])
+    mean, log_std, actor_stats = _actor(actor_params, b64["obs"], True, momentum, warmup)
     action, log_prob = numpy_sac.squashed_sample(mean, log_std, policy_noise)
     policy_q, _ = crossq_critics(variables, np.concatenate([b64["obs"], action], -1), False)
     policy_loss = np.mean(alpha * log_prob - policy_q[..., 0].min(0))
     alpha_loss = -np.mean(float(log_alpha) * (log_prob + target_entropy))
     return {"target": target, "qf_loss": qf_loss, "td_error": np.abs(error).mean(0),
             "policy_loss": policy_loss, "alpha_loss": alpha_loss, "q": taken,
-            "batch_stats": new_stats}
+            "batch_stats": new_stats, "actor_batch_stats": actor_stats}
 
 
 def discrete_crossq_losses(actor_params, variables, log_alpha, batch, target_entropy,
                            momentum=0.99, warmup=100_000):
     """CrossQ for Discrete actions: s and s' in one train-mode pass (every action's Q),
     the target the exact expectation over a' ~ π(·|s'), the actor's loss the exact sum
-    with the critics in eval mode."""
+    with the critics in eval mode; a batch-renormalized actor as in `crossq_losses`."""
     b64 = {k: f64(v) for k, v in batch._asdict().items()}
     rows, action = np.arange(len(b64["reward"])), np.asarray(batch.action)
     alpha = np.exp(float(log_alpha))
     size = len(rows)
     q, new_stats = crossq_critics(variables, np.concatenate([b64["obs"], b64["next_obs"]]),
                                   True, momentum, warmup)
-    next_probs, next_log_probs = numpy_sac.categorical_actor(actor_params, b64["next_obs"])
+    next_probs, next_log_probs, _ = _categorical_actor(actor_params, b64["next_obs"], False,
+                                                       momentum, warmup)
     soft_value = np.sum(next_probs * (q[:, size:].min(0) - alpha * next_log_probs), axis=-1)
     target = b64["reward"] + b64["discount"] * soft_value
     error = q[:, rows, action] - target
     qf_loss = np.mean(b64["weights"] * np.sum(0.5 * error**2, axis=0))
 
-    probs, log_probs = numpy_sac.categorical_actor(actor_params, b64["obs"])
+    probs, log_probs, actor_stats = _categorical_actor(actor_params, b64["obs"], True,
+                                                       momentum, warmup)
     policy_q, _ = crossq_critics(variables, b64["obs"], False)
     policy_loss = np.mean(np.sum(probs * (alpha * log_probs - policy_q.min(0)), axis=-1))
     log_prob = np.sum(probs * log_probs, axis=-1)
     alpha_loss = -np.mean(float(log_alpha) * (log_prob + target_entropy))
     return {"qf_loss": qf_loss, "td_error": np.abs(error).mean(0), "policy_loss": policy_loss,
-            "alpha_loss": alpha_loss, "batch_stats": new_stats}
+            "alpha_loss": alpha_loss, "batch_stats": new_stats, "actor_batch_stats": actor_stats}
