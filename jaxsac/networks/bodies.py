@@ -19,13 +19,18 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxsac.networks.layers import ACTIVATIONS, KERNEL_INIT, MLP, Body
+from jaxsac.networks.layers import (
+    ACTIVATIONS,
+    KERNEL_INIT,
+    MLP,
+    NORM_EPS,
+    Body,
+    l2_normalize,
+    orthogonal_kernel,
+)
 
 UNIT_KERNEL = "unit_kernel"
 """The parameter name of SimbaV2's unit-norm weights, which `project_unit_kernels` finds."""
-
-NORM_EPS = 1e-8
-"""The smallest norm divided by in an l2 normalization (a zero vector stays zero)."""
 
 SIMBAV2_SHIFT = 3.0
 """c_shift: the constant appended to the input before its normalization, so the input's
@@ -33,12 +38,6 @@ magnitude survives it (SimbaV2's default)."""
 
 SIMBAV2_EXPANSION = 4
 """The inverted bottleneck of a SimbaV2 block: its inner layer is this many times wider."""
-
-
-def l2_normalize(x: jax.Array, axis: int = -1) -> jax.Array:
-    """x / max(‖x‖₂, NORM_EPS) along `axis` (the hyperspherical normalization)."""
-    norm = jnp.sqrt(jnp.sum(jnp.square(x), axis=axis, keepdims=True))
-    return x / jnp.maximum(norm, NORM_EPS)
 
 
 def project_unit_kernels(params: Any) -> Any:
@@ -50,40 +49,6 @@ def project_unit_kernels(params: Any) -> Any:
         named = getattr(path[-1], "key", None) if path else None
         return l2_normalize(leaf, axis=-2) if named == UNIT_KERNEL else leaf
     return jax.tree_util.tree_map_with_path(project, params)
-
-
-def orthonormalized(z: jax.Array, passes: int = 2) -> jax.Array:
-    """The Q of z = QR [..., m, k] (m >= k) with R's diagonal positive: the columns of z
-    orthonormalized in order by modified Gram-Schmidt, `passes` times (a second pass
-    restores the orthogonality float32 rounding loses on ill-conditioned draws).
-
-    Plain array operations, not jnp.linalg.qr: on the CPU (jaxlib 0.10) LAPACK's batched
-    QR splits its batch over XLA's intra-op thread pool and waits for the parts, so two
-    such QRs run at once (the initialization of stacked critics or vmapped seeds) can
-    take every thread of a small pool and wait forever (docs/semantics.md, SimbaV2)."""
-    columns = z.shape[-1]
-
-    def orthonormalize_column(j: jax.Array, q: jax.Array) -> jax.Array:
-        v = l2_normalize(jax.lax.dynamic_index_in_dim(q, j, axis=-1, keepdims=False))
-        later = jnp.arange(columns) > j
-        overlap = jnp.where(later, jnp.einsum("...m,...mk->...k", v, q), 0.0)
-        q = q - v[..., :, None] * overlap[..., None, :]
-        return jax.lax.dynamic_update_index_in_dim(q, v, j, axis=-1)
-
-    for _ in range(passes):
-        z = jax.lax.fori_loop(0, columns, orthonormalize_column, z)
-    return z
-
-
-def orthogonal_kernel(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32
-                      ) -> jax.Array:
-    """A uniformly drawn orthogonal [in, out] (orthonormal columns, or rows when in <
-    out): jax.nn.initializers.orthogonal()'s draw, the Q of a Gaussian [max, min] with
-    R's diagonal positive, computed by `orthonormalized` instead of LAPACK's QR."""
-    rows, cols = shape
-    z = jax.random.normal(key, (max(rows, cols), min(rows, cols)), dtype)
-    q = orthonormalized(z)
-    return q.T if rows < cols else q
 
 
 def unit_kernel_init(key: jax.Array, shape: Sequence[int], dtype: Any = jnp.float32

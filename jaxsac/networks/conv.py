@@ -17,15 +17,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsac.networks.layers import orthogonal
 from jaxsac.observations import flat_features
 
 KERNEL_SIZE = 3
 """Each convolution's kernel is 3 x 3 (DrQ, SAC-AE and DrQ-v2 all use 3 x 3)."""
 
-CONV_INIT = nn.initializers.orthogonal(math.sqrt(2.0))
-DENSE_INIT = nn.initializers.orthogonal()
+CONV_INIT = orthogonal(math.sqrt(2.0))
+DENSE_INIT = orthogonal()
 """Orthogonal initial kernels, with the ReLU gain √2 for the convolutions, as DrQ-v2's
-`weight_init`; biases start at zero."""
+`weight_init` (drawn without LAPACK's QR: `layers.orthogonal`); biases start at zero."""
 
 
 def is_image(shape: Any) -> bool:
