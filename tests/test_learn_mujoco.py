@@ -133,3 +133,14 @@ def test_the_curve_keeps_the_last_evaluation_of_a_step_and_times_the_rest_out(mo
     assert record["eval_mean"] == [2.0, 10.0] and record["final_return"] == 10.0
     assert record["train_s"] == pytest.approx(10.0, abs=1e-3)
     assert record["env_steps_per_s"] == pytest.approx(200.0, rel=1e-3)
+
+
+def test_a_run_that_takes_no_cpu_is_killed_as_stalled():
+    import sys
+
+    code, _, _, error = learn_mujoco.run_process(
+        [sys.executable, "-c", "import time; time.sleep(60)"], timeout=60.0, stall_s=1.0)
+    assert error is not None and error.startswith("stalled")
+    code, out, _, error = learn_mujoco.run_process(
+        [sys.executable, "-c", "print('{}')"], timeout=60.0, stall_s=60.0)
+    assert (code, out.strip(), error) == (0, "{}", None)

@@ -236,6 +236,42 @@ def git_commit() -> dict[str, Any]:
             "dirty": bool(git("status", "--porcelain", "--untracked-files=no").strip())}
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User and system CPU seconds of process `pid` (Linux's /proc; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_process(command: list[str], timeout: float, stall_s: float
+                ) -> tuple[int | None, str, str, str | None]:
+    """Runs `command` (from the repository, child_env()); (exit status, stdout, stderr,
+    None), or the process killed and why: after `timeout` seconds, or once it has taken
+    less than one CPU second in `stall_s` seconds (a stalled XLA runtime waits forever,
+    see docs/semantics.md "Network bodies")."""
+    proc = subprocess.Popen(command, cwd=ROOT, env=child_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    start = last_progress = time.perf_counter()
+    last_cpu = cpu_seconds(proc.pid)
+    while True:
+        try:
+            stdout, stderr = proc.communicate(timeout=min(30.0, stall_s / 2))
+            return proc.returncode, stdout, stderr, None
+        except subprocess.TimeoutExpired:
+            now, cpu = time.perf_counter(), cpu_seconds(proc.pid)
+            if cpu is None or last_cpu is None or cpu - last_cpu >= 1.0:
+                last_cpu, last_progress = cpu, now
+            error = (f"timed out after {timeout:.0f} s" if now - start > timeout else
+                     f"stalled: under 1 CPU second in {stall_s:.0f} s, killed"
+                     if now - last_progress > stall_s else None)
+            if error:
+                proc.kill()
+                stdout, stderr = proc.communicate()
+                return proc.returncode, stdout, stderr, error
+
+
 def run_one(args: argparse.Namespace, task: str, agent: str, seed: int,
             harness_command: str) -> dict[str, Any]:
     """Runs one (task, agent, seed); its record, or {"error": ...}."""
@@ -244,15 +280,14 @@ def run_one(args: argparse.Namespace, task: str, agent: str, seed: int,
                 "total_env_steps": args.total_env_steps}
     load_before = harness.load_average()
     start = time.perf_counter()
-    try:
-        proc = subprocess.run(command, cwd=ROOT, env=child_env(), capture_output=True,
-                              text=True, timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        return {**identity, "error": f"timed out after {args.timeout:.0f} s"}
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        return {**identity, "error": f"exit status {proc.returncode}",
-                "stderr_tail": proc.stderr[-3000:]}
+    returncode, stdout, stderr, error = run_process(command, args.timeout,
+                                                    args.stall_minutes * 60)
+    if error:
+        return {**identity, "error": error, "stderr_tail": stderr[-3000:]}
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    if returncode != 0 or not lines:
+        return {**identity, "error": f"exit status {returncode}",
+                "stderr_tail": stderr[-3000:]}
     return {**identity, **json.loads(lines[-1]),
             "process_s": round(time.perf_counter() - start, 3),
             "date": harness.utc_date(), **git_commit(),
@@ -388,6 +423,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--peers-python", default=str(ROOT / ".venv-peers/bin/python"),
                    help="the peers' interpreter (experiments/benchmarks/setup_peers.sh)")
     p.add_argument("--timeout", type=float, default=6 * 3600.0, help="seconds per run")
+    p.add_argument("--stall-minutes", type=float, default=10.0,
+                   help="kill a run that takes under one CPU second in this long")
     return p.parse_args(argv)
 
 
