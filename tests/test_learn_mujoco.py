@@ -144,3 +144,11 @@ def test_a_run_that_takes_no_cpu_is_killed_as_stalled():
     code, out, _, error = learn_mujoco.run_process(
         [sys.executable, "-c", "print('{}')"], timeout=60.0, stall_s=60.0)
     assert (code, out.strip(), error) == (0, "{}", None)
+
+
+def test_recorded_commands_name_the_repositorys_virtualenvs():
+    args = learn_mujoco.parse_args(["--python", "/x/jax/bin/python", "--peers-python",
+                                    "/y/peers/bin/python"])
+    command = "/x/jax/bin/python -m m --python /x/jax/bin/python --peers-python /y/peers/bin/python"
+    assert learn_mujoco.portable(command, args) == (
+        ".venv/bin/python -m m --python .venv/bin/python --peers-python .venv-peers/bin/python")

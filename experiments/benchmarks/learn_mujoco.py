@@ -293,8 +293,17 @@ def run_one(args: argparse.Namespace, task: str, agent: str, seed: int,
             "date": harness.utc_date(), **git_commit(),
             "machine": harness.machine(devices=False),
             "load_before": load_before, "load_after": harness.load_average(),
-            "command": " ".join(shlex.quote(c) for c in command),
-            "harness_command": harness_command}
+            "command": portable(" ".join(shlex.quote(c) for c in command), args),
+            "harness_command": portable(harness_command, args)}
+
+
+def portable(command: str, args: argparse.Namespace) -> str:
+    """`command` as recorded: the interpreters named as the repository's virtualenvs
+    (wherever --python and --peers-python pointed)."""
+    for given, name in ((args.python, ".venv/bin/python"),
+                        (args.peers_python, ".venv-peers/bin/python")):
+        command = command.replace(shlex.quote(given), name).replace(given, name)
+    return command
 
 
 # --- the report ----------------------------------------------------------------------------
