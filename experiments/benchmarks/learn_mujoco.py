@@ -358,10 +358,28 @@ def verdict(agents: dict[str, dict[str, Any]]) -> str:
     return "; ".join(parts) or "not enough agents recorded"
 
 
+def conditions(records: list[dict[str, Any]]) -> list[str]:
+    """Where the records ran: their machines, commits, dates and load averages."""
+    if not records:
+        return []
+    machines = sorted({harness.machine_line(r["machine"]) for r in records if "machine" in r})
+    commits = sorted({r["commit"][:10] + ("+" if r.get("dirty") else "")
+                      for r in records if r.get("commit")})
+    dates = sorted(r["date"] for r in records if "date" in r)
+    loads = [r[k][0] for r in records for k in ("load_before", "load_after") if k in r]
+    line = (f"Runs from {dates[0]} to {dates[-1]}" if dates else "Runs") + (
+        f", commits {', '.join(commits)}" if commits else "") + (
+        f"; 1-min load average {min(loads):.1f}–{max(loads):.1f} at their starts and ends"
+        if loads else "") + "."
+    return [line, "", *(f"- Machine: {m}" for m in machines), ""] if machines else [line, ""]
+
+
 def markdown(records: list[dict[str, Any]], total_env_steps: int, out: str,
              agents_order: list[str]) -> str:
     table = summary(records, total_env_steps)
     at = [r for r in records if int(r["total_env_steps"]) == total_env_steps]
+    episodes = " or ".join(str(e) for e in sorted({r.get("eval_episodes", 10) for r in at})
+                           ) or "10"
     lines = [
         f"# Learning on gymnasium MuJoCo at {total_env_steps:,} env steps: jaxsac's critic "
         "families and sbx",
@@ -371,14 +389,16 @@ def markdown(records: list[dict[str, Any]], total_env_steps: int, out: str,
         f"{total_env_steps:,} env steps). How it runs and the agents' settings: "
         "[docs/BENCHMARKS.md](../BENCHMARKS.md#learning-on-gymnasium-mujoco).",
         "",
-        "Final return: mean of 10 deterministic episodes of gymnasium's env (reset seeds "
-        "10000–10009, the same evaluation for every library) after the last env step; mean "
+        f"Final return: mean of {episodes} deterministic episodes of gymnasium's env (episode "
+        "i reset with seed 10000 + i, the same evaluation for every library) after the last "
+        "env step; mean "
         "± standard deviation over the seeds recorded (n), each seed's value after. Env "
         "steps/s: env steps over the run's wall time without the evaluations (compilation "
-        "and warm-up included), median over the seeds; runs shared a 2-core machine with "
-        "other work (each record has its load), so rates are indicative. Published anchors "
+        "and warm-up included), median over the seeds; the load averages below say how much "
+        "else ran (each record has its own), so rates are indicative. Published anchors "
         "are left out: no figure at this env-step count could be checked exactly.",
         "",
+        *conditions(at),
     ]
     if not table:
         lines += ["No run recorded yet at this env-step count.", ""]
