@@ -278,7 +278,7 @@ def run_one(args: argparse.Namespace, task: str, agent: str, seed: int,
     command = runner_command(args, task, agent, seed)
     identity = {"task": task, "agent": agent, "seed": seed,
                 "total_env_steps": args.total_env_steps}
-    load_before = harness.load_average()
+    load_before, commit = harness.load_average(), git_commit()  # the code the run starts with
     start = time.perf_counter()
     returncode, stdout, stderr, error = run_process(command, args.timeout,
                                                     args.stall_minutes * 60)
@@ -290,7 +290,7 @@ def run_one(args: argparse.Namespace, task: str, agent: str, seed: int,
                 "stderr_tail": stderr[-3000:]}
     return {**identity, **json.loads(lines[-1]),
             "process_s": round(time.perf_counter() - start, 3),
-            "date": harness.utc_date(), **git_commit(),
+            "date": harness.utc_date(), **commit,
             "machine": harness.machine(devices=False),
             "load_before": load_before, "load_after": harness.load_average(),
             "command": portable(" ".join(shlex.quote(c) for c in command), args),
