@@ -152,3 +152,10 @@ def test_recorded_commands_name_the_repositorys_virtualenvs():
     command = "/x/jax/bin/python -m m --python /x/jax/bin/python --peers-python /y/peers/bin/python"
     assert learn_mujoco.portable(command, args) == (
         ".venv/bin/python -m m --python .venv/bin/python --peers-python .venv-peers/bin/python")
+
+
+def test_smoke_settings_cannot_go_to_the_results_file():
+    with pytest.raises(SystemExit, match="--learning-starts"):
+        learn_mujoco.main(["--learning-starts", "1000", "--dry-run"])
+    with pytest.raises(SystemExit, match="--eval-episodes"):
+        learn_mujoco.main(["--eval-episodes", "2", "--dry-run"])

@@ -467,6 +467,12 @@ def main(argv: list[str] | None = None) -> None:
         harness.write_report({}, md, None, ROOT / args.report_md)
         print(f"wrote {args.report_md}", file=sys.stderr)
         return
+    changed = [flag for flag, value, default in (
+        ("--learning-starts", args.learning_starts, None), ("--eval-every", args.eval_every, 5_000),
+        ("--eval-episodes", args.eval_episodes, 10)) if value != default]
+    if changed and out == ROOT / OUT:
+        raise SystemExit(f"learn_mujoco: {', '.join(changed)} change the protocol; such runs "
+                         f"(smoke runs) go to another --out than {OUT}")
     todo = pending(plan(args.tasks, args.agents, args.seeds), records, args.total_env_steps)
     print(f"learn_mujoco: {len(todo)} runs pending of the grid, results in {args.out}",
           file=sys.stderr, flush=True)
