@@ -90,6 +90,32 @@ def parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
+def curve_parser(description: str) -> argparse.ArgumentParser:
+    """The arguments of learn_mujoco.py's runners: the run (env, seed, env steps), the
+    common evaluation's period and episodes, and the library's own settings as JSON."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--env-id", required=True, help="gymnasium id, e.g. Hopper-v5")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--total-env-steps", type=int, default=100_000)
+    p.add_argument("--eval-every", type=int, default=5_000,
+                   help="env steps between common evaluations (a divisor of the total)")
+    p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--settings", default="{}",
+                   help="JSON object of the library's own settings for the run")
+    return p
+
+
+def check_curve_args(args: argparse.Namespace) -> dict[str, Any]:
+    """Checks the runner's arguments; its settings, parsed."""
+    if args.total_env_steps % args.eval_every:
+        raise SystemExit(f"--total-env-steps={args.total_env_steps} must be a multiple of "
+                         f"--eval-every={args.eval_every}")
+    settings = json.loads(args.settings)
+    if not isinstance(settings, dict):
+        raise SystemExit(f"--settings must be a JSON object, got {args.settings!r}")
+    return settings
+
+
 def gradient_steps_per_iteration(args: argparse.Namespace) -> int:
     """utd_ratio * num_envs, which must be a whole number of gradient steps."""
     steps = args.utd_ratio * args.num_envs
@@ -200,6 +226,48 @@ def evaluate(policy: Callable[[np.ndarray], np.ndarray], env_id: str, episodes: 
     for env in envs:
         env.close()
     return [round(float(x), 3) for x in totals]
+
+
+class Curve:
+    """The common evaluation (`evaluate`) at env-step marks during a run, timed apart from
+    training: learn_mujoco.py's runners call it every --eval-every env steps, so that
+    every library's curve comes from the same episodes (reset seeds 10000, 10001, ...)
+    and its env steps/s leave the evaluations out."""
+
+    def __init__(self, env_id: str, episodes: int) -> None:
+        self.env_id, self.episodes = env_id, episodes
+        self.env_steps: list[int] = []
+        self.returns: list[list[float]] = []
+        self.seconds = 0.0
+
+    def __call__(self, env_steps: int, policy: Callable[[np.ndarray], np.ndarray]) -> float:
+        """Evaluates `policy` at `env_steps` (the last call at a step wins); its mean."""
+        start = time.perf_counter()
+        returns = evaluate(policy, self.env_id, self.episodes)
+        self.seconds += time.perf_counter() - start
+        if self.env_steps and self.env_steps[-1] == env_steps:
+            self.env_steps.pop(), self.returns.pop()
+        self.env_steps.append(int(env_steps))
+        self.returns.append(returns)
+        return float(np.mean(returns))
+
+    def record(self, wall_s: float, total_env_steps: int) -> dict[str, Any]:
+        """The record's fields: the curve (env steps, mean and per-episode returns), the
+        final return (the last evaluation's mean), the time of the run without the
+        evaluations and its env steps/s."""
+        train_s = wall_s - self.seconds
+        return {
+            "eval_env_steps": self.env_steps,
+            "eval_mean": [round(float(np.mean(r)), 2) for r in self.returns],
+            "eval_returns": self.returns,
+            "eval_episodes": self.episodes,
+            "final_return": round(float(np.mean(self.returns[-1])), 2) if self.returns
+            else None,
+            "wall_s": round(wall_s, 3),
+            "eval_s": round(self.seconds, 3),
+            "train_s": round(train_s, 3),
+            "env_steps_per_s": round(total_env_steps / train_s, 2) if train_s > 0 else None,
+        }
 
 
 def evaluate_playground(policy: Callable[[Any], Any], env_id: str, episodes: int = 10,
