@@ -114,14 +114,14 @@ AGENTS = {
                         "3x512); the rest as jaxsac-sac"),
     "jaxsac-crossq": Agent("jaxsac", {**SAC_MUJOCO, **CROSSQ_MUJOCO, "critic": "crossq",
                                       "policy_update_every": 3, "batch_norm_momentum": 0.99,
-                                      "batch_renorm_warmup": 100_000},
+                                      "batch_renorm_warmup": 100_000, "adam_b1": 0.5,
+                                      "actor_batch_renorm": True},
                            "CrossQ (Bhatt et al. 2024): no target network, batch-renormalized "
                            "critics, policy delay 3, learning rate 1e-3, learning starts "
                            "5,000 (RL Zoo's crossq.yml). Differs from sbx-crossq: 256x256 "
                            "critics (jaxsac's actor and critics share hidden_sizes; sbx uses "
-                           "1024x1024, RL Zoo and the paper 2048x2048), Adam beta1 0.9 (not a "
-                           "jaxsac setting; sbx and the paper 0.5), no batch renormalization "
-                           "in the actor (sbx has it)"),
+                           "1024x1024, RL Zoo and the paper 2048x2048); Adam beta1 0.5 and a "
+                           "batch-renormalized actor, as sbx and the paper"),
     "jaxsac-categorical": Agent("jaxsac", {**SAC_MUJOCO, "critic": "categorical",
                                            "num_atoms": 101, "categorical_target": "c51"},
                                 "twin categorical critics, 101 atoms, C51 projection (jaxsac's "
