@@ -305,6 +305,7 @@ def pixel_config(directory, **changes):
         env_id="PendulumPixels-v1", env_kwargs={"size": 8}, frame_stack=3, num_envs=2,
         total_env_steps=400, learning_starts=100, log_every=100, checkpoint_every=200,
         buffer_capacity=240, batch_size=16, hidden_sizes=(16,), eval_episodes=1,
+        conv_channels=(4,), conv_strides=(2,), encoder_features=8,
         checkpoint_dir=directory and str(directory), max_to_keep=5), **changes})
 
 

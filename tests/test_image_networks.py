@@ -18,7 +18,7 @@ import jaxsac
 from jaxsac import checkpoint
 from jaxsac.learner import LossParams
 from jaxsac.networks import augmentation as aug
-from jaxsac.networks.conv import ImageEncoder
+from jaxsac.networks.conv import ConvEncoder, ImageEncoder, conv_map_size
 from jaxsac.observations import obs_spec
 from jaxsac.types import Batch
 from tests.support import camera_envs, numpy_networks, numpy_sac
@@ -109,7 +109,7 @@ def numpy_conv_encoder(params, image, strides):
 def test_the_conv_encoder_is_a_float64_numpy_convolution():
     """Two images of their own sizes (each its own trunk) and a vector entry after them."""
     rng = np.random.default_rng(2)
-    obs = {"front": _images(rng, (3, 11, 13, 3)), "side": _images(rng, (3, 9, 9, 2)),
+    obs = {"front": _images(rng, (3, 11, 13, 3)), "side": _images(rng, (3, 11, 11, 2)),
            "state": rng.normal(size=(3, 4)).astype(np.float32)}
     encoder = ImageEncoder(("front", "side"), (4, 5, 3), (2, 1, 1), 6)
     params = encoder.init(jax.random.key(0), obs)["params"]
@@ -128,6 +128,27 @@ def test_the_conv_encoder_is_a_float64_numpy_convolution():
     np.testing.assert_allclose(one.apply({"params": params}, obs["front"]),
                                numpy_conv_encoder(params["conv"], obs["front"], (2,)),
                                rtol=1e-5, atol=1e-5)
+
+
+def test_conv_map_size_is_the_shape_flax_convolutions_give():
+    rng = np.random.default_rng(3)
+    for height, width, strides in ((11, 13, (2, 1, 1)), (84, 84, (2, 1, 1, 1)), (7, 5, (3,)),
+                                   (9, 9, (2, 2)), (12, 12, (2, 1))):
+        image = _images(rng, (1, height, width, 1))
+        encoder = ConvEncoder(tuple(1 for _ in strides), strides, 1)
+        dense = encoder.init(jax.random.key(0), image)["params"]["Dense_0"]["kernel"]
+        got = conv_map_size(height, width, strides)
+        assert dense.shape[0] == got[0] * got[1], (height, width, strides)
+    assert conv_map_size(9, 9, (2, 1, 1)) == (0, 0) and conv_map_size(2, 5, (1,)) == (0, 3)
+
+
+def test_an_image_too_small_for_the_convolutions_is_refused_before_the_run():
+    config = jaxsac.SACConfig(env_id=camera_envs.JAX_ID, **{**SMALL, **CONV},
+                              ).replace(conv_channels=(4, 4, 4), conv_strides=(2, 2, 1))
+    with pytest.raises(ValueError, match=r"SACConfig.conv_strides=\(2, 2, 1\) is invalid: "
+                       r"must be strides whose 3 x 3 unpadded convolutions leave at least one "
+                       r"pixel of the entry 'pixels' image \(12, 12, 3\) \(they leave 0 x 0\)"):
+        jaxsac.train(config, progress=False)
 
 
 # --- which encoder, and who trains it ------------------------------------------------

@@ -66,7 +66,8 @@ def test_remote_runners_act_on_the_frame_stacks_of_the_local_loop(ray_cluster):
     config = jaxsac.SACConfig(env_id=image_envs.GYM_ID, backend="gymnasium", num_envs=4,
                               frame_stack=3, total_env_steps=80, learning_starts=40,
                               log_every=80, host_block_steps=4, hidden_sizes=(16,),
-                              batch_size=8, eval_episodes=1)
+                              batch_size=8, eval_episodes=1, conv_channels=(4,),
+                              conv_strides=(1,), encoder_features=8)
     local = jaxsac.train(config, progress=False)
     remote = jaxsac.train(config.replace(num_env_runners=2), progress=False)
     assert int(remote.state.learner.step) > 30

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsac import checks
 from jaxsac.networks.layers import orthogonal
 from jaxsac.observations import flat_features
 
@@ -92,11 +93,34 @@ class ImageEncoder(nn.Module):
         return jnp.concatenate(parts, axis=-1)
 
 
+def conv_map_size(height: int, width: int, strides: Sequence[int]) -> tuple[int, int]:
+    """(H', W') of the last map of an H x W image after one unpadded 3 x 3 convolution
+    per stride: each maps n to (n - 3) // stride + 1, and n < 3 to 0."""
+    for stride in strides:
+        height, width = ((max(n - KERNEL_SIZE, -stride) // stride + 1) for n in (height, width))
+    return height, width
+
+
+def check_image_fits(name: str, shape: Sequence[int], strides: Sequence[int]) -> None:
+    """Raise the SACConfig.conv_strides error when an image (H, W, C) leaves no pixel
+    after the convolutions."""
+    height, width = conv_map_size(shape[0], shape[1], strides)
+    if height < 1 or width < 1:
+        checks.fail("SACConfig", "conv_strides", tuple(strides),
+                    f"strides whose 3 x 3 unpadded convolutions leave at least one pixel of "
+                    f"the {name} image {tuple(shape)} (they leave {height} x {width}): fewer "
+                    "convolutions or smaller strides")
+
+
 def image_encoder(obs_shapes: Any, settings: Any) -> ImageEncoder:
     """The "conv" encoder for one observation's shapes (a jax.ShapeDtypeStruct, or a dict
     of them, holding an image) with the sizes of `settings` (conv_channels, conv_strides,
     encoder_features)."""
     keys = None if not isinstance(obs_shapes, dict) else tuple(
         sorted(k for k, leaf in obs_shapes.items() if is_image(leaf)))
+    images = ({"observation": obs_shapes} if keys is None
+              else {f"entry {k!r}": obs_shapes[k] for k in keys})
+    for name, image in images.items():
+        check_image_fits(name, image.shape, settings.conv_strides)
     return ImageEncoder(keys, settings.conv_channels, settings.conv_strides,
                         settings.encoder_features)
