@@ -150,3 +150,16 @@ def test_every_task_runs_registered_libraries_with_their_own_settings(name):
     assert set(task.libraries) <= set(peer_tasks.LIBRARIES)
     assert set(task.solve.libraries) <= set(task.libraries)
     assert set(task.solve.own) == set(task.solve.libraries)
+
+
+def test_frames_stored_once_save_the_stack_depth_of_every_stored_row():
+    """bench_frames' two buffers differ by (k - 1) frames in each of the capacity rows
+    and each env's row of last next observations, and by nothing else."""
+    from experiments.benchmarks import bench_frames
+
+    frame, k, capacity = (4, 5, 2), 3, 80
+    for prioritized in (False, True):
+        once = bench_frames.bytes_per_step(frame, k, capacity, prioritized) * capacity
+        stacked = bench_frames.bytes_per_step((4, 5, 2 * k), 1, capacity, prioritized) * capacity
+        assert stacked - once == (k - 1) * 4 * 5 * 2 * (capacity + bench_frames.NUM_ENVS)
+        assert once > capacity * (4 * 5 * 2 + 4 * bench_frames.ACT_DIM + 4 + 1)
