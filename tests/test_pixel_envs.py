@@ -68,12 +68,18 @@ def test_dmc_state_observations_are_a_dict_of_the_task_entries():
     assert envs.max_episode_steps("dmc/cartpole-swingup") == 1000
 
 
-@pytest.mark.parametrize("env_id", ["ALE/Pong-v5", "dmc/cartpole-swingup-pixels"])
+# The DMC example learns in 12,500 env steps (docs/BENCHMARKS.md); cut here to a smoke run.
+DMC_SMOKE = dict(total_env_steps=64, log_every=32, learning_starts=16, eval_episodes=1,
+                 buffer_capacity=1000)
+
+
+@pytest.mark.parametrize("env_id, smoke", [("ALE/Pong-v5", {}),
+                                           ("dmc/cartpole-swingup-pixels", DMC_SMOKE)])
 @pytest.mark.filterwarnings("ignore:Mean of empty slice")  # a period without updates
-def test_cpu_examples_train_evaluate_and_save(env_id, tmp_path):
+def test_cpu_examples_train_evaluate_and_save(env_id, smoke, tmp_path):
     # One iteration per host block: fewer programs to compile.
     config = jaxsac.tuned(f"{env_id}-cpu", checkpoint_dir=str(tmp_path), checkpoint_every=64,
-                          host_block_steps=1)
+                          host_block_steps=1, **smoke)
     result = jaxsac.train(config)
     rows = result.metrics
     assert list(rows["env_steps"]) == list(range(32, config.total_env_steps + 1, 32))

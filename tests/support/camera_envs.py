@@ -2,8 +2,9 @@
 observation: `pixels` (H, W, 3) uint8, a picture of the point (red channel) and the goal
 (green channel), and `state`, the point's position.
 
-A point p in the plane moves by 0.1·a (a in [-1, 1]^2) toward a goal g drawn at reset;
-reward −|p′ − g|, terminated within 0.05 of the goal.
+The dynamics are tests/support/dict_envs.py's: a point p in the plane moves by 0.1·a
+(a in [-1, 1]^2) toward a goal g drawn at reset; reward −|p′ − g|, terminated within
+0.05 of the goal.
 """
 
 from __future__ import annotations
@@ -12,18 +13,18 @@ import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
 
 import jaxsac
+from tests.support import dict_envs
 
 JAX_ID = "PixelReach-v0"
-MAX_STEPS = 40
+MAX_STEPS = dict_envs.MAX_STEPS
 SIZE = 12
 OBSERVATION_SPACE = gymnasium.spaces.Dict({
     "pixels": gymnasium.spaces.Box(0, 255, (SIZE, SIZE, 3), np.uint8),
     "state": gymnasium.spaces.Box(-np.inf, np.inf, (2,), np.float32),
 })
-ACTION_SPACE = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+ACTION_SPACE = dict_envs.ACTION_SPACE
 
 
 def render(position: jax.Array, goal: jax.Array) -> jax.Array:
@@ -37,29 +38,14 @@ def render(position: jax.Array, goal: jax.Array) -> jax.Array:
     return jnp.stack([blob(position), blob(goal), jnp.zeros_like(rows)], -1).astype(jnp.uint8)
 
 
-@struct.dataclass
-class ReachState:
-    position: jax.Array
-    goal: jax.Array
-
-
-class PixelReach:
-    """The JAX env (jaxsac.envs.JaxEnv)."""
+class PixelReach(dict_envs.DictReach):
+    """The JAX env (jaxsac.envs.JaxEnv): DictReach's dynamics, seen through the camera."""
 
     observation_space = OBSERVATION_SPACE
     action_space = ACTION_SPACE
 
-    def reset(self, key):
-        position, goal = jax.random.uniform(key, (2, 2), jnp.float32, -1.0, 1.0)
-        return ReachState(position, goal), {"pixels": render(position, goal),
-                                            "state": position}
-
-    def step(self, state, action, key):
-        position = jnp.clip(state.position + 0.1 * action, -1.5, 1.5)
-        distance = jnp.sqrt(jnp.sum((position - state.goal) ** 2))
-        obs = {"pixels": render(position, state.goal), "state": position}
-        return (ReachState(position, state.goal), obs, -distance, distance < 0.05,
-                jnp.bool_(False))
+    def observe(self, position, goal):
+        return {"pixels": render(position, goal), "state": position}
 
 
 def register() -> None:
