@@ -1,0 +1,125 @@
+"""Gradient updates from pixels: jaxsac's image update against stable-baselines3's SAC
+`CnnPolicy` at the same batch and image size, alternated in one run.
+
+    .venv/bin/python -m experiments.benchmarks.bench_image_update [--rounds 5]
+        [--size 84] [--channels 9] [--batch 256] [--updates 4]
+
+Observations [size, size, channels] uint8 (3 stacked RGB frames by default), Box
+actions of 1, batch 256. jaxsac: the learner's update (critics, actor and α, one step)
+with its defaults on an image, DrQ's encoder (four 32-channel 3x3 convolutions, the first
+of stride 2, 50 features, LayerNorm, tanh) and random shifts of 4 pixels, 256x256
+networks; as "separate" (each network its own encoder, the default) and "critic" (the
+actor reads the critics' encoder, the tuned pixel examples' setting); `--updates`
+updates in one jitted `lax.scan` per call, from a fixed batch. stable-baselines3: its
+default `CnnPolicy` (peer_runners/sb3_image_update.py, in the peers' virtualenv:
+NatureCNN, 512 features, the replay sample included), one process per round. Each
+round times every variant once, in a random order. Reported: ms per update and updates
+per second, minimum and median over the rounds, with XLA's FLOPs of one jaxsac update.
+The two encoders differ (each library's default), so the FLOPs are given beside.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+from experiments.benchmarks import harness
+from jaxsac.config import SACConfig
+from jaxsac.learner import make_learner
+from jaxsac.observations import ObsSpec
+from jaxsac.types import Batch
+
+ROOT = Path(__file__).resolve().parents[2]
+VARIANTS = {"jaxsac (separate encoders)": "separate", "jaxsac (critic's encoder)": "critic"}
+
+
+def image_batch(key: jax.Array, batch: int, shape: tuple[int, int, int]) -> Batch:
+    """A Batch of random uint8 images [batch, *shape] and actions [batch, 1]."""
+    k = jax.random.split(key, 4)
+    images = lambda key: jax.random.randint(key, (batch, *shape), 0, 256).astype(jnp.uint8)  # noqa: E731
+    return Batch(obs=images(k[0]), action=jax.random.uniform(k[1], (batch, 1), minval=-1),
+                 reward=jax.random.normal(k[2], (batch,)), next_obs=images(k[3]),
+                 discount=jnp.full((batch,), 0.99), n_step=jnp.ones((batch,), jnp.int32),
+                 weights=jnp.ones((batch,)), indices=jnp.arange(batch, dtype=jnp.int32))
+
+
+def jaxsac_call(sharing: str, shape: tuple[int, int, int], batch_size: int, updates: int):
+    """(a call that runs `updates` jitted updates from one state, FLOPs of one update)."""
+    config = SACConfig(batch_size=batch_size, encoder_sharing=sharing)
+    learner = make_learner(config, ObsSpec.image(shape), 1)
+    state = learner.init(jax.random.key(0))
+    batch = image_batch(jax.random.key(1), batch_size, shape)
+    keys = jax.random.split(jax.random.key(2), updates)
+
+    def many_updates(state, keys):
+        def body(s, key):
+            s, metrics, _ = learner.update(s, batch, key)
+            return s, metrics["qf_loss"]
+        return jax.lax.scan(body, state, keys)[0]
+
+    run = jax.jit(many_updates).lower(state, keys).compile()
+    flops = harness.compiled_flops(lambda s, k: learner.update(s, batch, k)[0], state, keys[0])
+    return (lambda: run(state, keys)), flops
+
+
+def sb3_round(args: argparse.Namespace) -> tuple[float, dict]:
+    """ms per update of one timed SB3 call, in a fresh process of the peers' virtualenv."""
+    out = subprocess.run(
+        [args.peers_python, "-m", "experiments.benchmarks.peer_runners.sb3_image_update",
+         "--size", str(args.size), "--channels", str(args.channels), "--batch",
+         str(args.batch), "--updates", str(args.updates)],
+        cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    record = json.loads(out.strip().splitlines()[-1])
+    return record["ms_per_update"][0], record
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--size", type=int, default=84)
+    parser.add_argument("--channels", type=int, default=9)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--updates", type=int, default=4, help="updates per timed call")
+    parser.add_argument("--peers-python", default=str(ROOT / ".venv-peers/bin/python"))
+    args = parser.parse_args(argv)
+    shape = (args.size, args.size, args.channels)
+    load_before = harness.load_average()
+    calls, flops = {}, {}
+    for name, sharing in VARIANTS.items():
+        calls[name], flops[name] = jaxsac_call(sharing, shape, args.batch, args.updates)
+        harness.timed(calls[name])  # warm-up
+    ms = {name: [] for name in [*calls, "sb3 CnnPolicy"]}
+    order, rng, sb3_record = list(ms), random.Random(0), {}
+    for _ in range(args.rounds):
+        rng.shuffle(order)
+        for name in order:
+            if name in calls:
+                ms[name].append(harness.timed(calls[name])[1] / args.updates * 1e3)
+            else:
+                value, sb3_record = sb3_round(args)
+                ms[name].append(value)
+    report = {**harness.provenance(harness.command_line(
+                  ".venv/bin/python -m experiments.benchmarks.bench_image_update",
+                  sys.argv[1:] if argv is None else argv), load_before),
+              "shape": shape, "batch": args.batch, "ms_per_update": harness.quantiles(ms),
+              "jaxsac_gflops_per_update": {k: round(v / 1e9, 1) for k, v in flops.items()},
+              "sb3": {k: v for k, v in sb3_record.items() if k != "ms_per_update"}}
+    rows = [[name, harness.number(q["min"]), harness.number(q["median"]),
+             harness.number(1e3 / q["median"], 2),
+             harness.number(report["jaxsac_gflops_per_update"].get(name), 1)]
+            for name, q in report["ms_per_update"].items()]
+    print(json.dumps(report, indent=1))
+    print("\n".join(harness.markdown_table(
+        ["update", "ms min", "ms median", "updates/s (median)", "GFLOP per update (XLA)"],
+        rows, "lrrrr")))
+
+
+if __name__ == "__main__":
+    main()
