@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 
 import jax
 
@@ -50,16 +49,7 @@ def update_call(changes: dict, updates: int):
     state = learner.init(jax.random.key(0))
     batch = harness.random_batch(jax.random.key(1), harness.BATCH, OBS_DIM, ACT_DIM)
     keys = jax.random.split(jax.random.key(2), updates)
-
-    def many_updates(state, keys):
-        def body(s, key):
-            s, metrics, _ = learner.update(s, batch, key)
-            return s, metrics["qf_loss"]
-        return jax.lax.scan(body, state, keys)[0]
-
-    start = time.perf_counter()
-    run = jax.jit(many_updates).lower(state, keys).compile()
-    return (lambda: run(state, keys)), time.perf_counter() - start
+    return harness.compiled_updates(learner, state, batch, keys)
 
 
 def main() -> None:

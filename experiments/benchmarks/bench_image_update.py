@@ -58,15 +58,9 @@ def jaxsac_call(sharing: str, shape: tuple[int, int, int], batch_size: int, upda
     batch = image_batch(jax.random.key(1), batch_size, shape)
     keys = jax.random.split(jax.random.key(2), updates)
 
-    def many_updates(state, keys):
-        def body(s, key):
-            s, metrics, _ = learner.update(s, batch, key)
-            return s, metrics["qf_loss"]
-        return jax.lax.scan(body, state, keys)[0]
-
-    run = jax.jit(many_updates).lower(state, keys).compile()
+    call = harness.compiled_updates(learner, state, batch, keys)[0]
     flops = harness.compiled_flops(lambda s, k: learner.update(s, batch, k)[0], state, keys[0])
-    return (lambda: run(state, keys)), flops
+    return call, flops
 
 
 def sb3_round(args: argparse.Namespace) -> tuple[float, dict]:

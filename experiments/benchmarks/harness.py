@@ -66,6 +66,22 @@ def compiled_flops(fn: Callable[..., Any], *args: Any) -> float:
     return float(analysis["flops"])
 
 
+def compiled_updates(learner: Any, state: Any, batch: Any, keys: Any
+                     ) -> tuple[Callable[[], Any], float]:
+    """(a call that runs len(keys) learner updates on `batch` from `state` in one jitted
+    `lax.scan`, the seconds its compilation took)."""
+    import jax
+
+    def many_updates(state, keys):
+        def body(s, key):
+            s, metrics, _ = learner.update(s, batch, key)
+            return s, metrics["qf_loss"]
+        return jax.lax.scan(body, state, keys)[0]
+
+    run, seconds = compile_timed(jax.jit(many_updates), state, keys)
+    return (lambda: run(state, keys)), seconds
+
+
 def time_steady_periods(run_period: Callable[[Any, int], tuple[Any, Any]], state: Any,
                         periods: int) -> tuple[float, float]:
     """(mean seconds of `periods` steady log periods, seconds of the first one, which
