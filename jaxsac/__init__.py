@@ -8,7 +8,7 @@
 The package is layered: each module imports only from the layers listed before its own
 (docs/architecture.md; tests/test_layers.py enforces it):
 
-    records       types, checks
+    records       types, checks, xla_flags
     observations  observations
     fields        field_roles, learner_fields, runner_fields
     config        config
@@ -21,7 +21,14 @@ The package is layered: each module imports only from the layers listed before i
     loops         jax_loop, host_loop, checkpoint
     entry points  train, policy
     media         video
+
+Importing jaxsac before JAX starts its backends adds its CPU flag to XLA_FLAGS
+(jaxsac.xla_flags: convolutions about 7x faster on the CPU).
 """
+
+from jaxsac import xla_flags
+
+xla_flags.add_cpu_flags()
 
 from jaxsac import (
     checkpoint,

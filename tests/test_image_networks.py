@@ -18,7 +18,7 @@ import jaxsac
 from jaxsac import checkpoint
 from jaxsac.learner import LossParams
 from jaxsac.networks import augmentation as aug
-from jaxsac.networks.conv import ConvEncoder, ImageEncoder, conv_map_size
+from jaxsac.networks.conv import Conv, ConvEncoder, ImageEncoder, conv2d, conv_map_size
 from jaxsac.observations import obs_spec
 from jaxsac.types import Batch
 from tests.support import camera_envs, numpy_networks, numpy_sac
@@ -86,13 +86,13 @@ def test_only_image_entries_shift_each_with_its_own_key():
 
 
 def numpy_conv(x, kernel, bias, stride):
-    """VALID cross-correlation, float64, by loops: x [B, H, W, C], kernel [k, k, C, O]."""
-    k = kernel.shape[0]
-    rows, cols = (x.shape[1] - k) // stride + 1, (x.shape[2] - k) // stride + 1
+    """VALID cross-correlation, float64, by loops: x [B, H, W, C], kernel [kh, kw, C, O]."""
+    kh, kw = kernel.shape[:2]
+    rows, cols = (x.shape[1] - kh) // stride + 1, (x.shape[2] - kw) // stride + 1
     out = np.zeros((x.shape[0], rows, cols, kernel.shape[3]))
     for i in range(rows):
         for j in range(cols):
-            patch = x[:, i * stride:i * stride + k, j * stride:j * stride + k, :]
+            patch = x[:, i * stride:i * stride + kh, j * stride:j * stride + kw, :]
             out[:, i, j, :] = np.einsum("bhwc,hwco->bo", patch, kernel)
     return out + bias
 
@@ -128,6 +128,52 @@ def test_the_conv_encoder_is_a_float64_numpy_convolution():
     np.testing.assert_allclose(one.apply({"params": params}, obs["front"]),
                                numpy_conv_encoder(params["conv"], obs["front"], (2,)),
                                rtol=1e-5, atol=1e-5)
+
+
+def numpy_conv_gradients(x, kernel, grad, stride):
+    """(d x, d kernel) of sum(grad · numpy_conv(x, kernel, 0, stride)), float64, by loops
+    over the output's pixels: each pixel's patch gets grad·kernelᵀ and gives patch·grad."""
+    kh, kw = kernel.shape[:2]
+    d_x, d_kernel = np.zeros(x.shape), np.zeros(kernel.shape)
+    for i in range(grad.shape[1]):
+        for j in range(grad.shape[2]):
+            rows, cols = slice(i * stride, i * stride + kh), slice(j * stride, j * stride + kw)
+            d_x[:, rows, cols, :] += np.einsum("bo,hwco->bhwc", grad[:, i, j], kernel)
+            d_kernel += np.einsum("bhwc,bo->hwco", x[:, rows, cols, :], grad[:, i, j])
+    return d_x, d_kernel
+
+
+@pytest.mark.parametrize("size,kernel_size,stride", [
+    ((9, 9), (3, 3), 1), ((12, 11), (3, 3), 2), ((10, 13), (3, 3), 3), ((8, 9), (2, 3), 2)])
+def test_the_convolutions_gradient_is_a_float64_numpy_one(size, kernel_size, stride):
+    """conv2d's own gradient (written as convolutions XLA runs fast) against loops, where
+    a stride leaves the last rows or columns out of every patch or takes them all."""
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(3, *size, 4)).astype(np.float32)
+    kernel = rng.normal(size=(*kernel_size, 4, 5)).astype(np.float32)
+    out, pullback = jax.vjp(lambda x, k: conv2d(x, k, stride), x, kernel)
+    np.testing.assert_allclose(out, numpy_conv(x.astype(np.float64), kernel.astype(
+        np.float64), 0.0, stride), rtol=1e-5, atol=1e-4)
+    grad = rng.normal(size=out.shape).astype(np.float32)
+    d_x, d_kernel = pullback(grad)
+    expected_x, expected_kernel = numpy_conv_gradients(
+        x.astype(np.float64), kernel.astype(np.float64), grad.astype(np.float64), stride)
+    np.testing.assert_allclose(d_x, expected_x, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(d_kernel, expected_kernel, rtol=1e-5, atol=1e-3)
+
+
+def test_the_conv_layer_is_flaxs_conv_in_parameters_and_output():
+    """Same names, shapes and initial draw as flax.linen.Conv, the same output, and any
+    leading batch axes."""
+    import flax.linen as nn
+
+    from jaxsac.networks.conv import CONV_INIT
+
+    x = jnp.asarray(np.random.default_rng(12).normal(size=(2, 3, 10, 9, 4)), jnp.float32)
+    ours, flax_conv = Conv(6, 2), nn.Conv(6, (3, 3), (2, 2), "VALID", kernel_init=CONV_INIT)
+    params, flax_params = ours.init(jax.random.key(5), x), flax_conv.init(jax.random.key(5), x)
+    assert leaves_equal(params, flax_params)
+    np.testing.assert_array_equal(ours.apply(params, x), flax_conv.apply(params, x))
 
 
 def test_conv_map_size_is_the_shape_flax_convolutions_give():

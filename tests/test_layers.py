@@ -14,7 +14,7 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "jaxsac"
 
 LAYERS = (
-    ("records", ("types", "checks")),
+    ("records", ("types", "checks", "xla_flags")),
     ("observations", ("observations",)),
     ("frames", ("frames",)),
     ("fields", ("field_roles", "learner_fields", "run_fields", "runner_fields")),

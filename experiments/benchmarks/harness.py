@@ -69,17 +69,19 @@ def compiled_flops(fn: Callable[..., Any], *args: Any) -> float:
 def compiled_updates(learner: Any, state: Any, batch: Any, keys: Any
                      ) -> tuple[Callable[[], Any], float]:
     """(a call that runs len(keys) learner updates on `batch` from `state` in one jitted
-    `lax.scan`, the seconds its compilation took)."""
+    `lax.scan`, the seconds its compilation took). The batch is an argument of the
+    program, as a sampled batch is in training: closed over, it would be a constant that
+    XLA folds into the program, and the timing would not be training's."""
     import jax
 
-    def many_updates(state, keys):
+    def many_updates(state, batch, keys):
         def body(s, key):
             s, metrics, _ = learner.update(s, batch, key)
             return s, metrics["qf_loss"]
         return jax.lax.scan(body, state, keys)[0]
 
-    run, seconds = compile_timed(jax.jit(many_updates), state, keys)
-    return (lambda: run(state, keys)), seconds
+    run, seconds = compile_timed(jax.jit(many_updates), state, batch, keys)
+    return (lambda: run(state, batch, keys)), seconds
 
 
 def time_steady_periods(run_period: Callable[[Any, int], tuple[Any, Any]], state: Any,

@@ -8,6 +8,7 @@ channels). Other entries, float images among them, are vectors to this encoder.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +29,72 @@ CONV_INIT = orthogonal(math.sqrt(2.0))
 DENSE_INIT = orthogonal()
 """Orthogonal initial kernels, with the ReLU gain √2 for the convolutions, as DrQ-v2's
 `weight_init` (drawn without LAPACK's QR: `layers.orthogonal`); biases start at zero."""
+
+
+CANONICAL = ("NHWC", "HWIO", "NHWC")
+"""The one layout of every convolution here, forward and backward: XLA's CPU backend
+runs a convolution fast only in this form, and inside a loop (a training scan) it leaves
+any other form (those of JAX's own convolution gradients) to a naive loop, about 30x
+slower (docs/performance.md, "Image updates on the CPU")."""
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def conv2d(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
+    """x [B, H, W, C] * kernel [kh, kw, C, C'] -> [B, H', W', C']: an unpadded ("VALID")
+    convolution of stride `stride`, H' = (H - kh) // stride + 1; the same operation as
+    `flax.linen.Conv`'s, with a gradient written as convolutions in the CANONICAL form."""
+    return jax.lax.conv_general_dilated(x, kernel, (stride, stride), "VALID",
+                                        dimension_numbers=CANONICAL)
+
+
+def _conv2d_forward(x: jax.Array, kernel: jax.Array, stride: int):
+    return conv2d(x, kernel, stride), (x, kernel)
+
+
+def _conv2d_backward(stride: int, residuals: tuple[jax.Array, jax.Array], grad: jax.Array
+                     ) -> tuple[jax.Array, jax.Array]:
+    """(d x [B, H, W, C], d kernel [kh, kw, C, C']) from grad [B, H', W', C'].
+
+    d kernel: the images' channels as the batch and the batch as the channels,
+    [C, H, W, B], convolved with grad as the kernel, [H', W', B, C'], dilated by the
+    stride; the rows and columns a VALID stride skips at the end are cropped off.
+    d x: grad dilated by the stride and padded by the kernel's size less one (and the
+    skipped rows at the end), convolved with the kernel flipped in space and its
+    channels swapped, [kh, kw, C', C]."""
+    x, kernel = residuals
+    kh, kw = kernel.shape[:2]
+    d_kernel = jax.lax.conv_general_dilated(
+        jnp.transpose(x, (3, 1, 2, 0)), jnp.transpose(grad, (1, 2, 0, 3)), (1, 1), "VALID",
+        rhs_dilation=(stride, stride), dimension_numbers=CANONICAL)
+    d_kernel = jnp.transpose(d_kernel[:, :kh, :kw, :], (1, 2, 0, 3))
+    skipped = [(n - k) % stride for n, k in zip(x.shape[1:3], (kh, kw), strict=True)]
+    padding = [(k - 1, k - 1 + r) for k, r in zip((kh, kw), skipped, strict=True)]
+    flipped = jnp.transpose(jnp.flip(kernel, (0, 1)), (0, 1, 3, 2))
+    d_x = jax.lax.conv_general_dilated(grad, flipped, (1, 1), padding,
+                                       lhs_dilation=(stride, stride),
+                                       dimension_numbers=CANONICAL)
+    return d_x, d_kernel
+
+
+conv2d.defvjp(_conv2d_forward, _conv2d_backward)
+
+
+class Conv(nn.Module):
+    """One 3 x 3 unpadded convolution with a bias: [..., H, W, C] -> [..., H', W',
+    features] (`conv2d`). Its parameters ("kernel" [3, 3, C, features], "bias"
+    [features]) and their initial draw are those of `flax.linen.Conv` under the same
+    name, and so is its output."""
+
+    features: int
+    stride: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        kernel = self.param("kernel", CONV_INIT,
+                            (KERNEL_SIZE, KERNEL_SIZE, x.shape[-1], self.features))
+        bias = self.param("bias", nn.initializers.zeros_init(), (self.features,))
+        y = conv2d(x.reshape(-1, *x.shape[-3:]), kernel, self.stride)
+        return y.reshape(*x.shape[:-3], *y.shape[1:]) + bias
 
 
 def is_image(shape: Any) -> bool:
@@ -59,9 +126,8 @@ class ConvEncoder(nn.Module):
     @nn.compact
     def __call__(self, image: jax.Array) -> jax.Array:
         x = image.astype(jnp.float32) / 255.0
-        for width, stride in zip(self.channels, self.strides, strict=True):
-            x = nn.relu(nn.Conv(width, (KERNEL_SIZE, KERNEL_SIZE), (stride, stride),
-                                padding="VALID", kernel_init=CONV_INIT)(x))
+        for i, (width, stride) in enumerate(zip(self.channels, self.strides, strict=True)):
+            x = nn.relu(Conv(width, stride, name=f"Conv_{i}")(x))
         x = x.reshape(*x.shape[:-3], -1)
         return jnp.tanh(nn.LayerNorm()(nn.Dense(self.features, kernel_init=DENSE_INIT)(x)))
 
