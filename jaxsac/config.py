@@ -217,9 +217,12 @@ class SACConfig:
     (images, (H, W, C) uint8, through conv layers, the rest flat), "auto" ("conv" where a
     network's entries hold an image, else "flat") or a register_encoder one."""
     conv_channels: tuple[int, ...] = setting((32, 32, 32, 32), NETWORKS, STRUCTURAL)
-    """"conv": the output channels of each 3 x 3 convolution (DrQ's 4 x 32)."""
+    """"conv": the output channels of each convolution (DrQ's 4 x 32)."""
     conv_strides: tuple[int, ...] = setting((2, 1, 1, 1), NETWORKS, STRUCTURAL)
     """"conv": each convolution's stride, one per conv_channels entry."""
+    conv_kernel_sizes: tuple[int, ...] | None = setting(None, NETWORKS, STRUCTURAL)
+    """"conv": each convolution's k (k x k), one per conv_channels entry; None: 3 each
+    (DrQ's). The Nature DQN's: channels (32, 64, 64), kernels (8, 4, 3), strides (4, 2, 1)."""
     encoder_features: int = setting(50, NETWORKS, STRUCTURAL, check=Int(1))
     """"conv": features of each image (a Dense, LayerNorm and tanh after the convolutions)."""
     encoder_sharing: Literal["separate", "critic"] = setting(

@@ -70,14 +70,17 @@ def check_learner_fields(c: Any) -> None:
 def _check_image_fields(c: Any) -> None:
     """The conv encoder's sizes, encoder sharing and DrQ's augmentation (whether the
     env's observation holds an image is checked where the learner is built)."""
-    for name in ("conv_channels", "conv_strides"):
+    for name in ("conv_channels", "conv_strides", "conv_kernel_sizes"):
         sizes = getattr(c, name)
+        if name == "conv_kernel_sizes" and sizes is None:
+            continue
         if (not isinstance(sizes, tuple) or not sizes
                 or not all(checks.is_int(h) and h >= 1 for h in sizes)):
-            checks.fail(OWNER, name, sizes, "a non-empty tuple of positive integers")
-    if len(c.conv_strides) != len(c.conv_channels):
-        checks.fail(OWNER, "conv_strides", c.conv_strides, f"one stride per convolution: "
-                    f"{len(c.conv_channels)} of them, as conv_channels={c.conv_channels}")
+            checks.fail(OWNER, name, sizes, "a non-empty tuple of positive integers"
+                        + (" or None" if name == "conv_kernel_sizes" else ""))
+        if name != "conv_channels" and len(sizes) != len(c.conv_channels):
+            checks.fail(OWNER, name, sizes, f"one entry per convolution: "
+                        f"{len(c.conv_channels)} of them, as conv_channels={c.conv_channels}")
     if c.encoder_sharing == "critic" and c.actor_obs_keys != c.critic_obs_keys:
         checks.fail(OWNER, "encoder_sharing", c.encoder_sharing,
                     f"'separate' with actor_obs_keys={c.actor_obs_keys} and critic_obs_keys="

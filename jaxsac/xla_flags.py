@@ -10,7 +10,8 @@ convolutions: a run without images keeps its bits, and GPU and TPU backends igno
 Nothing is added when XLA_FLAGS already names the flag (the user's setting stands), when
 JAX's backends have already started (the flag could no longer take effect; image
 updates then run at YNNPACK's speed), or with a jaxlib outside the versions known to
-accept it (XLA ends the process at a flag it does not know).
+accept it (XLA ends the process at a flag it does not know). Child processes inherit
+XLA_FLAGS: one that runs another jaxlib, which may not know the flag, needs its own.
 """
 
 from __future__ import annotations

@@ -178,13 +178,18 @@ def test_the_conv_layer_is_flaxs_conv_in_parameters_and_output():
 
 def test_conv_map_size_is_the_shape_flax_convolutions_give():
     rng = np.random.default_rng(3)
-    for height, width, strides in ((11, 13, (2, 1, 1)), (84, 84, (2, 1, 1, 1)), (7, 5, (3,)),
-                                   (9, 9, (2, 2)), (12, 12, (2, 1))):
+    for height, width, strides, kernels in (
+            (11, 13, (2, 1, 1), None), (84, 84, (2, 1, 1, 1), None), (7, 5, (3,), None),
+            (9, 9, (2, 2), None), (12, 12, (2, 1), None), (84, 84, (4, 2, 1), (8, 4, 3)),
+            (20, 17, (3, 1), (5, 2))):
         image = _images(rng, (1, height, width, 1))
-        encoder = ConvEncoder(tuple(1 for _ in strides), strides, 1)
-        dense = encoder.init(jax.random.key(0), image)["params"]["Dense_0"]["kernel"]
-        got = conv_map_size(height, width, strides)
-        assert dense.shape[0] == got[0] * got[1], (height, width, strides)
+        encoder = ConvEncoder(tuple(1 for _ in strides), strides, 1, kernels)
+        params = encoder.init(jax.random.key(0), image)["params"]
+        got = conv_map_size(height, width, strides, kernels)
+        assert params["Dense_0"]["kernel"].shape[0] == got[0] * got[1], (height, strides)
+        for i, k in enumerate(kernels or (3,) * len(strides)):
+            assert params[f"Conv_{i}"]["kernel"].shape[:2] == (k, k)
+    assert conv_map_size(84, 84, (4, 2, 1), (8, 4, 3)) == (7, 7)  # the Nature DQN's map
     assert conv_map_size(9, 9, (2, 1, 1)) == (0, 0) and conv_map_size(2, 5, (1,)) == (0, 3)
 
 
@@ -192,9 +197,14 @@ def test_an_image_too_small_for_the_convolutions_is_refused_before_the_run():
     config = jaxsac.SACConfig(env_id=camera_envs.JAX_ID, **{**SMALL, **CONV},
                               ).replace(conv_channels=(4, 4, 4), conv_strides=(2, 2, 1))
     with pytest.raises(ValueError, match=r"SACConfig.conv_strides=\(2, 2, 1\) is invalid: "
-                       r"must be strides whose 3 x 3 unpadded convolutions leave at least one "
-                       r"pixel of the entry 'pixels' image \(12, 12, 3\) \(they leave 0 x 0\)"):
+                       r"must be strides whose unpadded convolutions of kernel sizes "
+                       r"\(3, 3, 3\) leave at least one pixel of the entry 'pixels' image \(12, 12, 3\) "
+                       r"\(they leave 0 x 0\)"):
         jaxsac.train(config, progress=False)
+    with pytest.raises(ValueError, match=r"kernel sizes \(8, 4\) leave at least one pixel of "
+                       r"the entry 'pixels' image \(12, 12, 3\) \(they leave 0 x 0\)"):
+        jaxsac.train(config.replace(conv_channels=(4, 4), conv_strides=(4, 2),
+                                    conv_kernel_sizes=(8, 4)), progress=False)
 
 
 # --- which encoder, and who trains it ------------------------------------------------
@@ -379,7 +389,9 @@ def test_settings_that_cannot_hold_are_named():
             ("image_pad", -1, r"an integer >= 0"),
             ("augmentation_samples", 0, r"an integer >= 1"),
             ("conv_channels", (32, 0), r"a non-empty tuple of positive integers"),
-            ("conv_strides", (2, 1), r"one stride per convolution: 4 of them"),
+            ("conv_strides", (2, 1), r"one entry per convolution: 4 of them"),
+            ("conv_kernel_sizes", (8, 4), r"one entry per convolution: 4 of them"),
+            ("conv_kernel_sizes", (3, 0, 3, 3), r"a non-empty tuple of positive integers or None"),
             ("encoder_features", 0, r"an integer >= 1"),
             ("encoder_sharing", "actor", r"one of")):
         with pytest.raises(ValueError, match=rf"SACConfig.{field}={value!r} is invalid: must "

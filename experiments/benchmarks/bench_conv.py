@@ -43,7 +43,6 @@ def jax_child(conv: str, args: argparse.Namespace) -> dict[str, float]:
     or "jaxsac") in this process."""
     import flax.linen as nn
     import jax
-    import jax.numpy as jnp
 
     from jaxsac.networks.conv import CONV_INIT, Conv
 
@@ -82,7 +81,8 @@ def torch_child(args: argparse.Namespace) -> dict[str, float]:
     torch.manual_seed(0)
     x = torch.rand(args.batch, args.channels, args.size, args.size)
     widths = (args.channels, *CHANNELS)
-    kernels = [torch.randn(o, i, 3, 3, requires_grad=True) for i, o in zip(widths, CHANNELS)]
+    kernels = [torch.randn(o, i, 3, 3, requires_grad=True)
+               for i, o in zip(widths, CHANNELS, strict=False)]
     biases = [torch.zeros(o, requires_grad=True) for o in CHANNELS]
 
     def trunk():

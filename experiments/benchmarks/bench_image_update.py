@@ -9,13 +9,16 @@ actions of 1, batch 256. jaxsac: the learner's update (critics, actor and α, on
 with its defaults on an image, DrQ's encoder (four 32-channel 3x3 convolutions, the first
 of stride 2, 50 features, LayerNorm, tanh) and random shifts of 4 pixels, 256x256
 networks; as "separate" (each network its own encoder, the default) and "critic" (the
-actor reads the critics' encoder, the tuned pixel examples' setting); `--updates`
-updates in one jitted `lax.scan` per call, from a fixed batch. stable-baselines3: its
+actor reads the critics' encoder, the tuned pixel examples' setting); and with
+NatureCNN's sizes (32, 64 and 64 channels, kernels 8, 4 and 3, strides 4, 2 and 1, 512
+features; LayerNorm and tanh after them, as jaxsac's), separate encoders as SB3's: the
+networks of SB3's update (jaxsac's also shifts the images). `--updates` updates in one
+jitted `lax.scan` per call, from a fixed batch. stable-baselines3: its
 default `CnnPolicy` (peer_runners/sb3_image_update.py, in the peers' virtualenv:
 NatureCNN, 512 features, the replay sample included), one process per round. Each
 round times every variant once, in a random order. Reported: ms per update and updates
 per second, minimum and median over the rounds, with XLA's FLOPs of one jaxsac update.
-The two encoders differ (each library's default), so the FLOPs are given beside.
+The default encoders differ (each library's own), so the FLOPs are given beside.
 """
 
 from __future__ import annotations
@@ -37,7 +40,13 @@ from jaxsac.observations import ObsSpec
 from jaxsac.types import Batch
 
 ROOT = Path(__file__).resolve().parents[2]
-VARIANTS = {"jaxsac (separate encoders)": "separate", "jaxsac (critic's encoder)": "critic"}
+NATURE_DQN = dict(conv_channels=(32, 64, 64), conv_kernel_sizes=(8, 4, 3),
+                  conv_strides=(4, 2, 1), encoder_features=512)
+"""NatureCNN's convolutions and features, stable-baselines3's `CnnPolicy` encoder."""
+VARIANTS = {"jaxsac (separate encoders)": dict(encoder_sharing="separate"),
+            "jaxsac (critic's encoder)": dict(encoder_sharing="critic"),
+            "jaxsac (NatureCNN's sizes, separate)": dict(encoder_sharing="separate",
+                                                         **NATURE_DQN)}
 
 
 def image_batch(key: jax.Array, batch: int, shape: tuple[int, int, int]) -> Batch:
@@ -50,9 +59,9 @@ def image_batch(key: jax.Array, batch: int, shape: tuple[int, int, int]) -> Batc
                  weights=jnp.ones((batch,)), indices=jnp.arange(batch, dtype=jnp.int32))
 
 
-def jaxsac_call(sharing: str, shape: tuple[int, int, int], batch_size: int, updates: int):
+def jaxsac_call(changes: dict, shape: tuple[int, int, int], batch_size: int, updates: int):
     """(a call that runs `updates` jitted updates from one state, FLOPs of one update)."""
-    config = SACConfig(batch_size=batch_size, encoder_sharing=sharing)
+    config = SACConfig(batch_size=batch_size, **changes)
     learner = make_learner(config, ObsSpec.image(shape), 1)
     state = learner.init(jax.random.key(0))
     batch = image_batch(jax.random.key(1), batch_size, shape)
@@ -86,8 +95,8 @@ def main(argv: list[str] | None = None) -> None:
     shape = (args.size, args.size, args.channels)
     load_before = harness.load_average()
     calls, flops = {}, {}
-    for name, sharing in VARIANTS.items():
-        calls[name], flops[name] = jaxsac_call(sharing, shape, args.batch, args.updates)
+    for name, changes in VARIANTS.items():
+        calls[name], flops[name] = jaxsac_call(changes, shape, args.batch, args.updates)
         harness.timed(calls[name])  # warm-up
     ms = {name: [] for name in [*calls, "sb3 CnnPolicy"]}
     order, rng, sb3_record = list(ms), random.Random(0), {}

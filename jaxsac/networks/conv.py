@@ -23,7 +23,8 @@ from jaxsac.networks.layers import orthogonal
 from jaxsac.observations import flat_features
 
 KERNEL_SIZE = 3
-"""Each convolution's kernel is 3 x 3 (DrQ, SAC-AE and DrQ-v2 all use 3 x 3)."""
+"""Each convolution's kernel is 3 x 3 by default (DrQ, SAC-AE and DrQ-v2 all use 3 x 3;
+`SACConfig.conv_kernel_sizes` sets others, e.g. the Nature DQN's 8, 4, 3)."""
 
 CONV_INIT = orthogonal(math.sqrt(2.0))
 DENSE_INIT = orthogonal()
@@ -80,18 +81,19 @@ conv2d.defvjp(_conv2d_forward, _conv2d_backward)
 
 
 class Conv(nn.Module):
-    """One 3 x 3 unpadded convolution with a bias: [..., H, W, C] -> [..., H', W',
-    features] (`conv2d`). Its parameters ("kernel" [3, 3, C, features], "bias"
+    """One k x k unpadded convolution with a bias: [..., H, W, C] -> [..., H', W',
+    features] (`conv2d`). Its parameters ("kernel" [k, k, C, features], "bias"
     [features]) and their initial draw are those of `flax.linen.Conv` under the same
     name, and so is its output."""
 
     features: int
     stride: int
+    kernel_size: int = KERNEL_SIZE
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        kernel = self.param("kernel", CONV_INIT,
-                            (KERNEL_SIZE, KERNEL_SIZE, x.shape[-1], self.features))
+        k = self.kernel_size
+        kernel = self.param("kernel", CONV_INIT, (k, k, x.shape[-1], self.features))
         bias = self.param("bias", nn.initializers.zeros_init(), (self.features,))
         y = conv2d(x.reshape(-1, *x.shape[-3:]), kernel, self.stride)
         return y.reshape(*x.shape[:-3], *y.shape[1:]) + bias
@@ -112,8 +114,9 @@ def holds_image(obs_shapes: Any) -> bool:
 class ConvEncoder(nn.Module):
     """One image [..., H, W, C] uint8 -> features [..., features] in (-1, 1).
 
-    x / 255 (in [0, 1], as DrQ and SAC-AE scale it), then one 3 x 3 convolution for each
-    entry of `channels` with the stride at the same place of `strides`, no padding
+    x / 255 (in [0, 1], as DrQ and SAC-AE scale it), then one convolution for each
+    entry of `channels` with the stride and kernel size (None: 3 x 3 each) at the same
+    place of `strides` and `kernel_sizes`, no padding
     ("VALID", as PyTorch's default), each followed by ReLU; the last map flattened in
     (H', W', C') order, then Dense(features), LayerNorm and tanh. With the defaults an
     84 x 84 image gives a 35 x 35 x 32 map, DrQ's.
@@ -122,12 +125,15 @@ class ConvEncoder(nn.Module):
     channels: Sequence[int] = (32, 32, 32, 32)
     strides: Sequence[int] = (2, 1, 1, 1)
     features: int = 50
+    kernel_sizes: Sequence[int] | None = None
 
     @nn.compact
     def __call__(self, image: jax.Array) -> jax.Array:
         x = image.astype(jnp.float32) / 255.0
-        for i, (width, stride) in enumerate(zip(self.channels, self.strides, strict=True)):
-            x = nn.relu(Conv(width, stride, name=f"Conv_{i}")(x))
+        layers = zip(self.channels, self.strides, kernel_sizes_of(self.kernel_sizes,
+                                                                  self.channels), strict=True)
+        for i, (width, stride, size) in enumerate(layers):
+            x = nn.relu(Conv(width, stride, size, name=f"Conv_{i}")(x))
         x = x.reshape(*x.shape[:-3], -1)
         return jnp.tanh(nn.LayerNorm()(nn.Dense(self.features, kernel_init=DENSE_INIT)(x)))
 
@@ -146,10 +152,11 @@ class ImageEncoder(nn.Module):
     channels: Sequence[int] = (32, 32, 32, 32)
     strides: Sequence[int] = (2, 1, 1, 1)
     features: int = 50
+    kernel_sizes: Sequence[int] | None = None
 
     @nn.compact
     def __call__(self, obs: Any) -> jax.Array:
-        sizes = (self.channels, self.strides, self.features)
+        sizes = (self.channels, self.strides, self.features, self.kernel_sizes)
         if self.image_keys is None:
             return ConvEncoder(*sizes, name="conv")(obs)
         parts = [ConvEncoder(*sizes, name=f"conv_{key}")(obs[key]) for key in self.image_keys]
@@ -159,34 +166,45 @@ class ImageEncoder(nn.Module):
         return jnp.concatenate(parts, axis=-1)
 
 
-def conv_map_size(height: int, width: int, strides: Sequence[int]) -> tuple[int, int]:
-    """(H', W') of the last map of an H x W image after one unpadded 3 x 3 convolution
-    per stride: each maps n to (n - 3) // stride + 1, and n < 3 to 0."""
-    for stride in strides:
-        height, width = ((max(n - KERNEL_SIZE, -stride) // stride + 1) for n in (height, width))
+def kernel_sizes_of(kernel_sizes: Sequence[int] | None, channels: Sequence[int]
+                    ) -> tuple[int, ...]:
+    """Each convolution's kernel size: `kernel_sizes`, or KERNEL_SIZE for each channel
+    entry when None."""
+    return tuple(kernel_sizes) if kernel_sizes is not None else (KERNEL_SIZE,) * len(channels)
+
+
+def conv_map_size(height: int, width: int, strides: Sequence[int],
+                  kernel_sizes: Sequence[int] | None = None) -> tuple[int, int]:
+    """(H', W') of the last map of an H x W image after one unpadded k x k convolution
+    per stride (k from `kernel_sizes`, None: 3 each): each maps n to (n - k) // stride
+    + 1, and n < k to 0."""
+    for stride, k in zip(strides, kernel_sizes_of(kernel_sizes, strides), strict=True):
+        height, width = ((max(n - k, -stride) // stride + 1) for n in (height, width))
     return height, width
 
 
-def check_image_fits(name: str, shape: Sequence[int], strides: Sequence[int]) -> None:
+def check_image_fits(name: str, shape: Sequence[int], strides: Sequence[int],
+                     kernel_sizes: Sequence[int] | None = None) -> None:
     """Raise the SACConfig.conv_strides error when an image (H, W, C) leaves no pixel
     after the convolutions."""
-    height, width = conv_map_size(shape[0], shape[1], strides)
+    height, width = conv_map_size(shape[0], shape[1], strides, kernel_sizes)
     if height < 1 or width < 1:
         checks.fail("SACConfig", "conv_strides", tuple(strides),
-                    f"strides whose 3 x 3 unpadded convolutions leave at least one pixel of "
-                    f"the {name} image {tuple(shape)} (they leave {height} x {width}): fewer "
-                    "convolutions or smaller strides")
+                    f"strides whose unpadded convolutions of kernel sizes "
+                    f"{kernel_sizes_of(kernel_sizes, strides)} leave at least one pixel of "
+                    f"the {name} image {tuple(shape)} (they leave {height} x {width}): "
+                    "fewer convolutions, smaller strides or kernels")
 
 
 def image_encoder(obs_shapes: Any, settings: Any) -> ImageEncoder:
     """The "conv" encoder for one observation's shapes (a jax.ShapeDtypeStruct, or a dict
     of them, holding an image) with the sizes of `settings` (conv_channels, conv_strides,
-    encoder_features)."""
+    conv_kernel_sizes, encoder_features)."""
     keys = None if not isinstance(obs_shapes, dict) else tuple(
         sorted(k for k, leaf in obs_shapes.items() if is_image(leaf)))
     images = ({"observation": obs_shapes} if keys is None
               else {f"entry {k!r}": obs_shapes[k] for k in keys})
     for name, image in images.items():
-        check_image_fits(name, image.shape, settings.conv_strides)
+        check_image_fits(name, image.shape, settings.conv_strides, settings.conv_kernel_sizes)
     return ImageEncoder(keys, settings.conv_channels, settings.conv_strides,
-                        settings.encoder_features)
+                        settings.encoder_features, settings.conv_kernel_sizes)
