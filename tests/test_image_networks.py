@@ -198,8 +198,8 @@ def test_an_image_too_small_for_the_convolutions_is_refused_before_the_run():
                               ).replace(conv_channels=(4, 4, 4), conv_strides=(2, 2, 1))
     with pytest.raises(ValueError, match=r"SACConfig.conv_strides=\(2, 2, 1\) is invalid: "
                        r"must be strides whose unpadded convolutions of kernel sizes "
-                       r"\(3, 3, 3\) leave at least one pixel of the entry 'pixels' image \(12, 12, 3\) "
-                       r"\(they leave 0 x 0\)"):
+                       r"\(3, 3, 3\) leave at least one pixel of the entry 'pixels' image "
+                       r"\(12, 12, 3\) \(they leave 0 x 0\)"):
         jaxsac.train(config, progress=False)
     with pytest.raises(ValueError, match=r"kernel sizes \(8, 4\) leave at least one pixel of "
                        r"the entry 'pixels' image \(12, 12, 3\) \(they leave 0 x 0\)"):
