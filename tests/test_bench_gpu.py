@@ -11,7 +11,7 @@ import math
 import pytest
 
 import jaxsac
-from experiments.benchmarks import bench_gpu
+from experiments.benchmarks import bench_gpu, harness
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +48,18 @@ def test_every_section_is_written(smallest):
                     "MuJoCo Playground training by env count"):
         assert heading in md
     assert json.loads(json.dumps(result)) == written
+
+
+def test_image_update_rates(smallest):
+    rows = smallest[1]["sections"]["images"]
+    updates, batch, side = bench_gpu.SMALLEST.image_updates
+    assert [r["variant"] for r in rows] == list(harness.IMAGE_UPDATES)
+    for r in rows:
+        assert (r["updates"], r["batch"], r["shape"]) == (updates, batch, [side, side, 9])
+        assert len(r["seconds"]) == r["repeats"] == bench_gpu.SMALLEST.repeats
+        assert r["updates_per_s"] == pytest.approx(updates / r["median_s"])
+        assert all(_positive(r[k]) for k in ("median_s", "update_ms", "compile_s"))
+    assert "## Image updates" in smallest[2] and "NatureCNN's sizes" in smallest[2]
 
 
 def test_update_rates(smallest):
@@ -117,7 +129,7 @@ def test_budget_skips_and_still_writes(tmp_path):
     path = tmp_path / "gpu.json"
     result = bench_gpu.run_all(bench_gpu.SMALLEST, budget_s=-1.0, out_json=str(path),
                                log=lambda *_: None)
-    assert result["skipped"] == ["updates", "envs=1", "seeds=2",
+    assert result["skipped"] == ["updates", "image updates", "envs=1", "seeds=2",
                                  "playground CartpoleBalance envs=16",
                                  "locomotion playground/T1JoystickFlatTerrain-cpu"]
     assert json.loads(path.read_text())["skipped"] == result["skipped"]
@@ -172,7 +184,7 @@ def test_sections_are_selected_by_name(tmp_path):
     assert result["selected_sections"] == ["seeds", "updates"]
     for bad in (("update",), ()):
         with pytest.raises(ValueError, match=r"run_all: sections=.* is invalid: must be a "
-                           r"non-empty selection of \['updates', 'envs', 'seeds', "
+                           r"non-empty selection of \['updates', 'images', 'envs', 'seeds', "
                            r"'playground', 'brax', 'locomotion'\]"):
             bench_gpu.run_all(bench_gpu.SMALLEST, log=lambda *_: None, sections=bad)
     with pytest.raises(SystemExit):

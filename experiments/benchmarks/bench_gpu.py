@@ -1,6 +1,7 @@
-"""jaxsac's throughput on an accelerator (or the CPU): learner updates/s, training env
-steps/s by env count, vmapped seeds and a MuJoCo Playground task, and a humanoid's
-return against wall-clock seconds; one JSON and one Markdown table.
+"""jaxsac's throughput on an accelerator (or the CPU): learner updates/s (from vectors
+and from images), training env steps/s by env count, vmapped seeds and a MuJoCo
+Playground task, and a humanoid's return against wall-clock seconds; one JSON and one
+Markdown table.
 
     .venv/bin/python -m experiments.benchmarks.bench_gpu [--smallest] [--plain]
         [--out-json docs/benchmarks/gpu.json] [--out-md docs/benchmarks/gpu.md]
@@ -15,6 +16,10 @@ Sections, each a function returning rows of plain numbers:
 1. `bench_updates`: one learner (batch 256, 256×256 networks, obs 3, act 1, twin Q),
    a jitted `lax.scan` of K updates on a fixed random batch; median of R timed calls
    after a warm-up call, each ended by `block_until_ready`.
+1b. `bench_image_updates`: the image update (84×84×9 uint8 observations at the GPU
+   size, DrQ's shifts; harness.IMAGE_UPDATES: DrQ's encoder owned by each network or by
+   the critics, and NatureCNN's sizes), timed as section 1 (the figures
+   bench_image_update.py compares with stable-baselines3's on the CPU).
 2. `bench_envs`: Pendulum-v1 training through `jax.jit(make_train(config))` at several
    `num_envs`, a fixed number of gradient steps per iteration (`utd_ratio` =
    steps / num_envs; one per env step with one env). Compile time (`lower().compile()`),
@@ -43,8 +48,8 @@ Sections, each a function returning rows of plain numbers:
    and the humanoids' is one ("state", "privileged_state"); the record says so,
    checked at run time (`brax_sac_refusal`).
 
-`--sections` picks sections by name (`SECTIONS`: updates, envs, seeds, playground,
-brax, locomotion; all by default). The locomotion section alone is sized for one call
+`--sections` picks sections by name (`SECTIONS`: updates, images, envs, seeds,
+playground, brax, locomotion; all by default). The locomotion section alone is sized for one call
 of a 15-minute device budget, a fresh machine's start and the humanoid's compile
 included (an estimate: it has not run on a GPU yet):
 
@@ -95,7 +100,7 @@ EVAL_EPISODES = 2
 DEFAULT_OUT = (os.path.join("docs", "benchmarks", "gpu.json"),
                os.path.join("docs", "benchmarks", "gpu.md"))
 PLAYGROUND_BUFFER = 1_048_576  # replay capacity of the Playground runs (env steps)
-SECTIONS = ("updates", "envs", "seeds", "playground", "brax", "locomotion")
+SECTIONS = ("updates", "images", "envs", "seeds", "playground", "brax", "locomotion")
 """The sections by name, in the order they run; `--sections` (run_all's `sections`)
 picks some."""
 THROUGHPUT_SECTIONS = SECTIONS[:-1]
@@ -116,6 +121,7 @@ class LocomotionRun:
 class Sizes:
     updates: int  # updates per jitted scan (section 1)
     repeats: int  # timed calls of that scan
+    image_updates: tuple[int, int, int]  # section 1b: (updates per scan, batch, image side)
     env_runs: tuple[tuple[int, int], ...]  # (num_envs, iterations) of section 2
     grad_steps_per_iteration: int  # section 2 with num_envs > 1
     seed_runs: tuple[tuple[int, int], ...]  # (seeds, iterations) of section 3
@@ -131,8 +137,10 @@ class Sizes:
 # iterations with one env, 400 with more, 250 for every seed count): 0.091 ms per update,
 # 0.15-0.20 ms per gradient step with one seed, 1.8 ms per iteration of 8 envs with 8
 # vmapped seeds and 6.0 ms with 64. At those rates each timed call takes 3.3-4.0 s and
-# the whole script about 260 s, of which about 195 s are the 9 compiles.
-GPU = Sizes(updates=36_000, repeats=3,
+# the whole script about 260 s, of which about 195 s are the 9 compiles. The image
+# updates (section 1b, not yet run on a GPU) are sized from their FLOPs: 137-182 GFLOP an
+# update at batch 256 (XLA's count on the CPU), 500 updates a few seconds a call.
+GPU = Sizes(updates=36_000, repeats=3, image_updates=(500, 256, 84),
             env_runs=((1, 20_000), (64, 3_000), (1024, 3_000), (4096, 3_000)),
             grad_steps_per_iteration=8, seed_runs=((1, 3_000), (8, 2_000), (64, 600)),
             seed_num_envs=8, learning_starts=256,
@@ -142,7 +150,8 @@ GPU = Sizes(updates=36_000, repeats=3,
             # compile and a fresh machine's start sized for a 15-minute device budget.
             locomotion=LocomotionRun("playground/T1JoystickFlatTerrain", log_every=204_800,
                                      budget_s=300.0, total_env_steps=102_400_000))
-SMALLEST = Sizes(updates=20, repeats=3, env_runs=((1, 320),), grad_steps_per_iteration=8,
+SMALLEST = Sizes(updates=20, repeats=3, image_updates=(2, 8, 36), env_runs=((1, 320),),
+                 grad_steps_per_iteration=8,
                  seed_runs=((2, 40),), seed_num_envs=8, learning_starts=256,
                  playground_task="CartpoleBalance", playground_runs=((16, 40),),
                  peer_run=None,
@@ -232,12 +241,38 @@ def bench_updates(updates: int, repeats: int) -> dict[str, Any]:
 
     run, compile_s = harness.compile_timed(jax.jit(many_updates), state, batch, keys)
     (_, losses), first_s = harness.timed(run, state, batch, keys)  # warm-up
-    times = [harness.timed(run, state, batch, keys)[1] for _ in range(repeats)]
-    median = statistics.median(times)
-    return {"updates": updates, "repeats": repeats, "compile_s": compile_s,
-            "first_call_s": first_s, "seconds": times, "median_s": median,
-            "update_ms": median / updates * 1e3, "updates_per_s": updates / median,
+    return {**scan_timing(lambda: run(state, batch, keys), updates, repeats),
+            "compile_s": compile_s, "first_call_s": first_s,
             "losses_finite": bool(np.all(np.isfinite(np.asarray(losses))))}
+
+
+def scan_timing(call: Any, updates: int, repeats: int) -> dict[str, Any]:
+    """`repeats` timed calls of `call`, a scan of `updates` updates: the seconds, their
+    median, ms per update and updates/s."""
+    times = [harness.timed(call)[1] for _ in range(repeats)]
+    median = statistics.median(times)
+    return {"updates": updates, "repeats": repeats, "seconds": times, "median_s": median,
+            "update_ms": median / updates * 1e3, "updates_per_s": updates / median}
+
+
+def bench_image_updates(updates: int, batch_size: int, side: int, repeats: int
+                        ) -> list[dict[str, Any]]:
+    """Section 1b: per variant of harness.IMAGE_UPDATES, a jitted scan of `updates`
+    image updates on one batch of [side, side, 9] uint8 images, timed as section 1."""
+    shape = (side, side, 9)
+    batch = harness.image_batch(jax.random.key(1), batch_size, shape)
+    keys = jax.random.split(jax.random.key(2), updates)
+    rows = []
+    for name, changes in harness.IMAGE_UPDATES.items():
+        config = jaxsac.SACConfig(batch_size=batch_size, hidden_sizes=HIDDEN, **changes)
+        learner = jaxsac.make_learner(config, jaxsac.observations.ObsSpec.image(shape), 1)
+        state = jax.jit(learner.init)(jax.random.key(0))
+        call, compile_s = harness.compiled_updates(learner, state, batch, keys)
+        _, first_s = harness.timed(call)  # warm-up
+        rows.append({"variant": name, "batch": batch_size, "shape": list(shape),
+                     **scan_timing(call, updates, repeats), "compile_s": compile_s,
+                     "first_call_s": first_s})
+    return rows
 
 
 # --- sections 2 and 3: training -----------------------------------------------------------
@@ -461,6 +496,18 @@ def markdown(result: dict[str, Any]) -> str:
               n(u["updates_per_s"], 0), f"{u['compile_s']:.1f} s"]], "rrrrr"), ""]
     else:
         lines += ["(not run)", ""]
+    image_rows = sections.get("images", [])
+    lines += ["## Image updates (uint8 observations, DrQ's shifts; 256×256 networks, act 1)", ""]
+    if image_rows:
+        r = image_rows[0]
+        lines += [f"Batch {r['batch']} of {' × '.join(map(str, r['shape']))} images; "
+                  "NatureCNN's sizes: channels 32, 64, 64, kernels 8, 4, 3, strides 4, 2, 1, "
+                  "512 features.", ""]
+    lines += [*harness.markdown_table(
+        ["update", "updates per scan", "median of", "update", "updates/s", "compile"],
+        [[r["variant"], f"{r['updates']:,}", str(r["repeats"]), f"{r['update_ms']:.3f} ms",
+          n(r["updates_per_s"], 1), f"{r['compile_s']:.1f} s"] for r in image_rows],
+        "lrrrrr"), ""]
     lines += ["## Pendulum-v1 training by env count (one seed, `jax.jit(make_train(config))`)", "",
               "One log period per run (its evaluation included); two timed runs with different "
               "keys after the compile; rates from their median (their mean); spread = "
@@ -577,14 +624,16 @@ def run_all(sizes: Sizes, *, plain: bool = False, budget_s: float | None = None,
         "config_name": "plain (uniform replay, n-step 1)" if plain
         else "tuned Pendulum-v1 (prioritized replay, n-step 2–4)",
         "command": command,
-        "sections": {"updates": None, "envs": [], "seeds": [], "playground": [], "brax": [],
-                     "locomotion": None},
+        "sections": {"updates": None, "images": [], "envs": [], "seeds": [], "playground": [],
+                     "brax": [], "locomotion": None},
         "selected_sections": list(sections),
         "skipped": [], "errors": {}}
     log(f"device: {result['environment']['device_kind']}, jax {jax.__version__}")
     common = dict(plain=plain, learning_starts=sizes.learning_starts)
     jobs: list[tuple[str, str, Any]] = [
-        ("updates", "updates", lambda: bench_updates(sizes.updates, sizes.repeats))]
+        ("updates", "updates", lambda: bench_updates(sizes.updates, sizes.repeats)),
+        ("images", "image updates", lambda: bench_image_updates(*sizes.image_updates,
+                                                                sizes.repeats))]
     jobs += [("envs", f"envs={e}", lambda e=e, i=i: bench_envs(
         e, i, sizes.grad_steps_per_iteration, **common)) for e, i in sizes.env_runs]
     jobs += [("seeds", f"seeds={s}", lambda s=s, i=i: bench_seeds(
@@ -613,10 +662,11 @@ def run_all(sizes: Sizes, *, plain: bool = False, budget_s: float | None = None,
             log(f"[{time.perf_counter() - start:6.1f} s] {name}: FAILED {result['errors'][name]}")
             write(result, out_json, out_md)
             continue
-        if section == "brax":
-            result["sections"]["brax"] = row
+        if section in ("brax", "images"):
+            result["sections"][section] = row
             log(f"[{time.perf_counter() - start:6.1f} s] {name}: " + ", ".join(
-                f"{r['library']} {r['env_steps_per_s']:,.0f} env steps/s" for r in row))
+                f"{r['library']} {r['env_steps_per_s']:,.0f} env steps/s" if section == "brax"
+                else f"{r['variant']} {r['updates_per_s']:,.1f} updates/s" for r in row))
         elif section == "locomotion":
             result["sections"]["locomotion"] = row
             log(f"[{time.perf_counter() - start:6.1f} s] {name}: return {row['final_return']:.2f}"

@@ -31,40 +31,20 @@ import sys
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 
 from experiments.benchmarks import harness
 from jaxsac.config import SACConfig
 from jaxsac.learner import make_learner
 from jaxsac.observations import ObsSpec
-from jaxsac.types import Batch
 
 ROOT = Path(__file__).resolve().parents[2]
-NATURE_DQN = dict(conv_channels=(32, 64, 64), conv_kernel_sizes=(8, 4, 3),
-                  conv_strides=(4, 2, 1), encoder_features=512)
-"""NatureCNN's convolutions and features, stable-baselines3's `CnnPolicy` encoder."""
-VARIANTS = {"jaxsac (separate encoders)": dict(encoder_sharing="separate"),
-            "jaxsac (critic's encoder)": dict(encoder_sharing="critic"),
-            "jaxsac (NatureCNN's sizes, separate)": dict(encoder_sharing="separate",
-                                                         **NATURE_DQN)}
-
-
-def image_batch(key: jax.Array, batch: int, shape: tuple[int, int, int]) -> Batch:
-    """A Batch of random uint8 images [batch, *shape] and actions [batch, 1]."""
-    k = jax.random.split(key, 4)
-    images = lambda key: jax.random.randint(key, (batch, *shape), 0, 256).astype(jnp.uint8)  # noqa: E731
-    return Batch(obs=images(k[0]), action=jax.random.uniform(k[1], (batch, 1), minval=-1),
-                 reward=jax.random.normal(k[2], (batch,)), next_obs=images(k[3]),
-                 discount=jnp.full((batch,), 0.99), n_step=jnp.ones((batch,), jnp.int32),
-                 weights=jnp.ones((batch,)), indices=jnp.arange(batch, dtype=jnp.int32))
-
 
 def jaxsac_call(changes: dict, shape: tuple[int, int, int], batch_size: int, updates: int):
     """(a call that runs `updates` jitted updates from one state, FLOPs of one update)."""
     config = SACConfig(batch_size=batch_size, **changes)
     learner = make_learner(config, ObsSpec.image(shape), 1)
     state = learner.init(jax.random.key(0))
-    batch = image_batch(jax.random.key(1), batch_size, shape)
+    batch = harness.image_batch(jax.random.key(1), batch_size, shape)
     keys = jax.random.split(jax.random.key(2), updates)
 
     call = harness.compiled_updates(learner, state, batch, keys)[0]
@@ -95,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     shape = (args.size, args.size, args.channels)
     load_before = harness.load_average()
     calls, flops = {}, {}
-    for name, changes in VARIANTS.items():
+    for name, changes in harness.IMAGE_UPDATES.items():
         calls[name], flops[name] = jaxsac_call(changes, shape, args.batch, args.updates)
         harness.timed(calls[name])  # warm-up
     ms = {name: [] for name in [*calls, "sb3 CnnPolicy"]}

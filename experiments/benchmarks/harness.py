@@ -232,6 +232,34 @@ def random_batch(key: Any, batch_size: int = BATCH, obs_dim: int = OBS_DIM,
     )
 
 
+NATURE_DQN = dict(conv_channels=(32, 64, 64), conv_kernel_sizes=(8, 4, 3),
+                  conv_strides=(4, 2, 1), encoder_features=512)
+"""NatureCNN's convolutions and features (stable-baselines3's `CnnPolicy` encoder), as
+SACConfig fields."""
+IMAGE_UPDATES = {"jaxsac (separate encoders)": dict(encoder_sharing="separate"),
+                 "jaxsac (critic's encoder)": dict(encoder_sharing="critic"),
+                 "jaxsac (NatureCNN's sizes, separate)": dict(encoder_sharing="separate",
+                                                              **NATURE_DQN)}
+"""The image update's variants, as SACConfig changes: DrQ's encoder (the default) owned
+by each network or by the critics, and NatureCNN's sizes with an encoder per network
+(stable-baselines3's networks)."""
+
+
+def image_batch(key: Any, batch_size: int, shape: tuple[int, int, int],
+                act_dim: int = ACT_DIM) -> Any:
+    """A Batch of `batch_size` random transitions from images: obs and next_obs
+    [batch_size, *shape] uint8, actions [batch_size, act_dim] (the image update's input)."""
+    import jax
+    import jax.numpy as jnp
+
+    def images(key):
+        return jax.random.randint(key, (batch_size, *shape), 0, 256).astype(jnp.uint8)
+
+    k = jax.random.split(key, 2)
+    return random_batch(k[0], batch_size, 1, act_dim)._replace(
+        obs=images(k[1]), next_obs=images(jax.random.fold_in(k[1], 1)))
+
+
 def learning_curve(env_id: str, seeds: int, root: int, **overrides: Any) -> dict[str, Any]:
     """Metrics [seeds, periods] (env steps, evaluation return, α, entropy) of the tuned
     `env_id` (with `overrides`) over `seeds` vmapped seeds, and "seconds": the wall time

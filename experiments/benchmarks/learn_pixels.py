@@ -1,5 +1,8 @@
-"""Learning from pixels: a tuned pixel example trained through the gymnasium host loop,
-one seed after another; each log period's deterministic evaluation return.
+"""Learning from pixels: a tuned pixel example trained through `jaxsac.train` (the
+gymnasium host loop for a gymnasium env, one compiled program for a JAX env), one seed
+after another; each log period's deterministic evaluation return.
+
+    .venv/bin/python -m experiments.benchmarks.learn_pixels --env-id PendulumPixels-v1
 
     MUJOCO_GL=egl .venv/bin/python -m experiments.benchmarks.learn_pixels \
         --env-id dmc/cartpole-swingup-pixels-cpu --seeds 0 1 2 \
