@@ -25,14 +25,11 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 from experiments.benchmarks import harness
 
-ROOT = Path(__file__).resolve().parents[2]
 CHANNELS, STRIDES = (32, 32, 32, 32), (2, 1, 1, 1)
 FLAG_OFF = "--xla_cpu_experimental_ynn_fusion_type=+individual_convolution"
 VARIANTS = ("flax, flag off", "flax, flag on", "jaxsac, flag off", "jaxsac, flag on", "torch")
@@ -117,10 +114,8 @@ def child_round(variant: str, args: argparse.Namespace) -> dict[str, float]:
         python, child = sys.executable, variant.split(",")[0]
         if variant.endswith("off"):
             env["XLA_FLAGS"] = FLAG_OFF
-    out = subprocess.run([python, "-m", "experiments.benchmarks.bench_conv", "--child",
-                          child, *size_args], cwd=ROOT, env=env, check=True,
-                         capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return harness.child_record(python, "experiments.benchmarks.bench_conv",
+                                ["--child", child, *size_args], env)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -131,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--channels", type=int, default=9)
     parser.add_argument("--steps", type=int, default=4, help="SGD steps in the timed scan")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
-    parser.add_argument("--peers-python", default=str(ROOT / ".venv-peers/bin/python"))
+    parser.add_argument("--peers-python", default=str(harness.ROOT / ".venv-peers/bin/python"))
     parser.add_argument("--child", choices=("flax", "jaxsac", "torch"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:

@@ -26,9 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
 import sys
-from pathlib import Path
 
 import jax
 
@@ -37,7 +35,6 @@ from jaxsac.config import SACConfig
 from jaxsac.learner import make_learner
 from jaxsac.observations import ObsSpec
 
-ROOT = Path(__file__).resolve().parents[2]
 
 def jaxsac_call(changes: dict, shape: tuple[int, int, int], batch_size: int, updates: int):
     """(a call that runs `updates` jitted updates from one state, FLOPs of one update)."""
@@ -54,12 +51,10 @@ def jaxsac_call(changes: dict, shape: tuple[int, int, int], batch_size: int, upd
 
 def sb3_round(args: argparse.Namespace) -> tuple[float, dict]:
     """ms per update of one timed SB3 call, in a fresh process of the peers' virtualenv."""
-    out = subprocess.run(
-        [args.peers_python, "-m", "experiments.benchmarks.peer_runners.sb3_image_update",
-         "--size", str(args.size), "--channels", str(args.channels), "--batch",
-         str(args.batch), "--updates", str(args.updates)],
-        cwd=ROOT, check=True, capture_output=True, text=True).stdout
-    record = json.loads(out.strip().splitlines()[-1])
+    record = harness.child_record(
+        args.peers_python, "experiments.benchmarks.peer_runners.sb3_image_update",
+        ["--size", args.size, "--channels", args.channels, "--batch", args.batch,
+         "--updates", args.updates])
     return record["ms_per_update"][0], record
 
 
@@ -70,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--channels", type=int, default=9)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--updates", type=int, default=4, help="updates per timed call")
-    parser.add_argument("--peers-python", default=str(ROOT / ".venv-peers/bin/python"))
+    parser.add_argument("--peers-python", default=str(harness.ROOT / ".venv-peers/bin/python"))
     args = parser.parse_args(argv)
     shape = (args.size, args.size, args.channels)
     load_before = harness.load_average()

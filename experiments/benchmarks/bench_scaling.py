@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 from collections import defaultdict
 
@@ -91,12 +90,8 @@ def run_devices(devices: int, periods: int, num_shards: int, platform_name: str)
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     else:  # the first `devices` accelerators
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(devices))
-    proc = subprocess.run([sys.executable, "-m", "experiments.benchmarks.bench_scaling",
-                           "--child", "--periods", str(periods), "--shards", str(num_shards)],
-                          env=env, capture_output=True, text=True, check=False)
-    if proc.returncode:
-        raise RuntimeError(f"{devices} devices failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return harness.child_record(sys.executable, "experiments.benchmarks.bench_scaling",
+                                ["--child", "--periods", periods, "--shards", num_shards], env)
 
 
 def main() -> None:

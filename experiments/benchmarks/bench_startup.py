@@ -44,7 +44,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -53,11 +52,9 @@ from experiments.benchmarks import harness
 
 def fresh_process(python: str, library: str, cache_dir: str, repeats: int) -> dict:
     """`library`'s record from a fresh process of peer_runners.startup."""
-    out = subprocess.run([python, "-m", "experiments.benchmarks.peer_runners.startup",
-                          "--library", library, "--cache-dir", cache_dir,
-                          "--repeats", str(repeats)],
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return harness.child_record(python, "experiments.benchmarks.peer_runners.startup",
+                                ["--library", library, "--cache-dir", cache_dir,
+                                 "--repeats", repeats])
 
 
 def median(records: list[dict], name: str) -> float:

@@ -17,6 +17,7 @@ import platform
 import random
 import shlex
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +27,9 @@ from typing import Any
 os.environ.setdefault("JAXSAC_COMPILATION_CACHE", "0")
 """Benchmarks time compilation: no program comes from jaxsac's default cache on disk
 (bench_startup's runs turn the cache on themselves, in their own folders)."""
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository's root, where benchmarks run their child processes."""
 
 OBS_DIM, ACT_DIM, BATCH = 3, 1, 256
 """Pendulum-v1's sizes and the batch of the standard update workload."""
@@ -46,6 +50,19 @@ def best_time(fn: Callable[..., Any], *args: Any, repeats: int) -> float:
     """Fastest of `repeats` calls (after one warm-up call), seconds."""
     timed(fn, *args)
     return min(timed(fn, *args)[1] for _ in range(repeats))
+
+
+def child_record(python: str, module: str, args: Sequence[Any],
+                 env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The JSON record a benchmark's child process prints last: `python -m module *args`
+    run from the repository root (env: its environment, None: this one's). A child that
+    fails raises RuntimeError with the end of its stderr."""
+    argv = [str(a) for a in args]
+    proc = subprocess.run([python, "-m", module, *argv], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=False)
+    if proc.returncode:
+        raise RuntimeError(f"{module} {' '.join(argv)} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def compile_timed(jitted: Any, *args: Any) -> tuple[Any, float]:
