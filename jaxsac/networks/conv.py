@@ -35,8 +35,8 @@ DENSE_INIT = orthogonal()
 CANONICAL = ("NHWC", "HWIO", "NHWC")
 """The one layout of every convolution here, forward and backward: XLA's CPU backend
 runs a convolution fast only in this form, and inside a loop (a training scan) it leaves
-any other form (those of JAX's own convolution gradients) to a naive loop, about 30x
-slower (docs/performance.md, "Image updates on the CPU")."""
+any other form (those of JAX's own convolution gradients) to a naive loop, 8-32x slower
+(docs/performance.md, "Image updates on the CPU")."""
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
