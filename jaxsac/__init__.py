@@ -23,7 +23,7 @@ The package is layered: each module imports only from the layers listed before i
     media         video
 
 Importing jaxsac before JAX starts its backends adds its CPU flag to XLA_FLAGS
-(jaxsac.xla_flags: convolutions about 7x faster on the CPU).
+(jaxsac.xla_flags: forward convolutions about 7x faster on the CPU).
 """
 
 from jaxsac import xla_flags

@@ -144,10 +144,12 @@ def numpy_conv_gradients(x, kernel, grad, stride):
 
 
 @pytest.mark.parametrize("size,kernel_size,stride", [
-    ((9, 9), (3, 3), 1), ((12, 11), (3, 3), 2), ((10, 13), (3, 3), 3), ((8, 9), (2, 3), 2)])
+    ((9, 9), (3, 3), 1), ((12, 11), (3, 3), 2), ((10, 13), (3, 3), 3), ((8, 9), (2, 3), 2),
+    ((13, 12), (3, 2), 4)])
 def test_the_convolutions_gradient_is_a_float64_numpy_one(size, kernel_size, stride):
     """conv2d's own gradient (written as convolutions XLA runs fast) against loops, where
-    a stride leaves the last rows or columns out of every patch or takes them all."""
+    a stride leaves the last rows or columns out of every patch or takes them all, and a
+    stride longer than the kernel skips pixels between patches."""
     rng = np.random.default_rng(11)
     x = rng.normal(size=(3, *size, 4)).astype(np.float32)
     kernel = rng.normal(size=(*kernel_size, 4, 5)).astype(np.float32)
@@ -163,8 +165,8 @@ def test_the_convolutions_gradient_is_a_float64_numpy_one(size, kernel_size, str
 
 
 def test_the_conv_layer_is_flaxs_conv_in_parameters_and_output():
-    """Same names, shapes and initial draw as flax.linen.Conv, the same output, and any
-    leading batch axes."""
+    """Same names, shapes and initial draw as flax.linen.Conv, the same output and
+    gradients, and any leading batch axes."""
     import flax.linen as nn
 
     from jaxsac.networks.conv import CONV_INIT
@@ -174,6 +176,9 @@ def test_the_conv_layer_is_flaxs_conv_in_parameters_and_output():
     params, flax_params = ours.init(jax.random.key(5), x), flax_conv.init(jax.random.key(5), x)
     assert leaves_equal(params, flax_params)
     np.testing.assert_array_equal(ours.apply(params, x), flax_conv.apply(params, x))
+    grads = [jax.grad(lambda p, m=m: jnp.sum(jnp.sin(m.apply(p, x))))(params)
+             for m in (ours, flax_conv)]
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5), *grads)
 
 
 def test_conv_map_size_is_the_shape_flax_convolutions_give():
@@ -201,8 +206,9 @@ def test_an_image_too_small_for_the_convolutions_is_refused_before_the_run():
                        r"\(3, 3, 3\) leave at least one pixel of the entry 'pixels' image "
                        r"\(12, 12, 3\) \(they leave 0 x 0\)"):
         jaxsac.train(config, progress=False)
-    with pytest.raises(ValueError, match=r"kernel sizes \(8, 4\) leave at least one pixel of "
-                       r"the entry 'pixels' image \(12, 12, 3\) \(they leave 0 x 0\)"):
+    with pytest.raises(ValueError, match=r"SACConfig.conv_kernel_sizes=\(8, 4\) is invalid: "
+                       r"must be kernel sizes whose unpadded convolutions of strides \(4, 2\) "
+                       r"leave at least one pixel of the entry 'pixels' image \(12, 12, 3\)"):
         jaxsac.train(config.replace(conv_channels=(4, 4), conv_strides=(4, 2),
                                     conv_kernel_sizes=(8, 4)), progress=False)
 

@@ -80,11 +80,24 @@ def _conv2d_backward(stride: int, residuals: tuple[jax.Array, jax.Array], grad: 
 conv2d.defvjp(_conv2d_forward, _conv2d_backward)
 
 
+def convolve(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
+    """`conv2d`'s operation, x [B, H, W, C] -> [B, H', W', C']: with conv2d's gradient on
+    the CPU, JAX's own on other platforms (GPU and TPU convolutions take any layout, and
+    conv2d's was measured on the CPU only), chosen when the program is lowered."""
+    def plain(x: jax.Array, kernel: jax.Array) -> jax.Array:
+        return jax.lax.conv_general_dilated(x, kernel, (stride, stride), "VALID",
+                                            dimension_numbers=CANONICAL)
+
+    return jax.lax.platform_dependent(x, kernel, cpu=lambda x, k: conv2d(x, k, stride),
+                                      default=plain)
+
+
 class Conv(nn.Module):
     """One k x k unpadded convolution with a bias: [..., H, W, C] -> [..., H', W',
-    features] (`conv2d`). Its parameters ("kernel" [k, k, C, features], "bias"
-    [features]) and their initial draw are those of `flax.linen.Conv` under the same
-    name, and so is its output."""
+    features] (`convolve`), float32. Its parameters ("kernel" [k, k, C, features],
+    "bias" [features]) and their initial draw are those of `flax.linen.Conv` under the
+    same name, and so is its output. Reverse-mode gradients only (conv2d's custom VJP has
+    no forward-mode rule; jaxsac takes none)."""
 
     features: int
     stride: int
@@ -95,7 +108,7 @@ class Conv(nn.Module):
         k = self.kernel_size
         kernel = self.param("kernel", CONV_INIT, (k, k, x.shape[-1], self.features))
         bias = self.param("bias", nn.initializers.zeros_init(), (self.features,))
-        y = conv2d(x.reshape(-1, *x.shape[-3:]), kernel, self.stride)
+        y = convolve(x.reshape(-1, *x.shape[-3:]), kernel, self.stride)
         return y.reshape(*x.shape[:-3], *y.shape[1:]) + bias
 
 
@@ -185,15 +198,20 @@ def conv_map_size(height: int, width: int, strides: Sequence[int],
 
 def check_image_fits(name: str, shape: Sequence[int], strides: Sequence[int],
                      kernel_sizes: Sequence[int] | None = None) -> None:
-    """Raise the SACConfig.conv_strides error when an image (H, W, C) leaves no pixel
-    after the convolutions."""
+    """Raise the SACConfig error when an image (H, W, C) leaves no pixel after the
+    convolutions: it names conv_kernel_sizes where they are set, else conv_strides."""
     height, width = conv_map_size(shape[0], shape[1], strides, kernel_sizes)
     if height < 1 or width < 1:
-        checks.fail("SACConfig", "conv_strides", tuple(strides),
-                    f"strides whose unpadded convolutions of kernel sizes "
-                    f"{kernel_sizes_of(kernel_sizes, strides)} leave at least one pixel of "
-                    f"the {name} image {tuple(shape)} (they leave {height} x {width}): "
-                    "fewer convolutions, smaller strides or kernels")
+        kernels = kernel_sizes_of(kernel_sizes, strides)
+        field, value, role = (("conv_strides", tuple(strides), f"strides whose unpadded "
+                               f"convolutions of kernel sizes {kernels}")
+                              if kernel_sizes is None else
+                              ("conv_kernel_sizes", kernels, f"kernel sizes whose unpadded "
+                               f"convolutions of strides {tuple(strides)}"))
+        checks.fail("SACConfig", field, value,
+                    f"{role} leave at least one pixel of the {name} image {tuple(shape)} "
+                    f"(they leave {height} x {width}): fewer convolutions, smaller strides "
+                    "or kernels")
 
 
 def image_encoder(obs_shapes: Any, settings: Any) -> ImageEncoder:
