@@ -9,14 +9,20 @@ after another; each log period's deterministic evaluation return.
         --out-json docs/benchmarks/pixels_cartpole_swingup.json \
         --out-md docs/benchmarks/pixels_cartpole_swingup.md
 
+    .venv/bin/python -m experiments.benchmarks.learn_pixels --env-id ALE/RoadRunner-v5 \
+        --seeds 0 --random-episodes 30
+
 The report gives, for every log period, each seed's evaluation return (the tuned
 example's `eval_episodes`) and their mean, the wall time of each run (compile and
-rendering included), and the published anchor of the task beside the last period.
+rendering included), and the published anchor of the task beside the last period. With
+`--random-episodes N` (gymnasium envs) it also plays N episodes of uniformly random
+actions through the same evaluation (`random_play`): the random-play baseline.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import time
@@ -28,6 +34,12 @@ ANCHORS = {
     "dmc/cartpole-swingup-pixels": (
         "DrQ 759 ± 92, CURL 582 ± 146 at 100,000 environment frames (12,500 env steps at "
         "action repeat 8; Kostrikov et al. 2020, Table 1)"),
+    "ALE/RoadRunner-v5": (
+        "SAC-Discrete 305.3 at 100,000 agent steps, random play 11.5 (Christodoulou 2019, "
+        "Table 1)"),
+    "ALE/Pong-v5": (
+        "SAC-Discrete −20.98 at 100,000 agent steps, random play −20.7 (Christodoulou "
+        "2019, Table 1)"),
 }
 """Published returns at 100k environment frames, by env id (a -cpu variant's base id)."""
 
@@ -45,6 +57,30 @@ def run_seed(env_id: str, seed: int, overrides: dict[str, Any]) -> dict[str, Any
             "eval_return": [float(x) for x in metrics["eval_return"]]}
 
 
+def random_play(env_id: str, episodes: int, seed: int) -> list[float]:
+    """Returns of `episodes` episodes of uniformly random actions on the tuned example of
+    `env_id` (a gymnasium env), played through jaxsac's own evaluation on gymnasium envs
+    (its env, episode ends and frame stacks) with the deterministic policy replaced by
+    the action adapter's uniform draw."""
+    import jax
+
+    import jaxsac
+    from jaxsac import evaluation
+
+    def random_policy_for(obs_spec, actions):
+        key, draws = jax.random.key(seed), itertools.count()
+
+        def policy(actor_params, obs_stats, obs):
+            rows = jax.tree.leaves(obs)[0].shape[0]
+            return actions.random(jax.random.fold_in(key, next(draws)), rows)
+        return policy
+
+    setting = evaluation.gym_evaluation(jaxsac.tuned(env_id, seed=seed, backend="gymnasium"))
+    setting = setting._replace(policy_for=random_policy_for)
+    returns = evaluation.evaluate_gymnasium(setting, None, jax.random.key(seed), episodes)
+    return [float(r) for r in returns]
+
+
 def markdown(report: dict[str, Any]) -> str:
     runs = report["runs"]
     header = ["env steps", *(f"seed {run['seed']}" for run in runs), "mean"]
@@ -58,6 +94,11 @@ def markdown(report: dict[str, Any]) -> str:
              f"`{report['command']}`", "", harness.conditions_line(report), "",
              *harness.markdown_table(header, rows, "r" * len(header)), "",
              f"Wall minutes per seed (compile and rendering included): {minutes}."]
+    if report.get("random_play"):
+        returns = report["random_play"]
+        lines += ["", f"Random play, measured through the same evaluation: "
+                      f"{harness.signed(statistics.fmean(returns))} (mean of {len(returns)} "
+                      f"episodes, standard deviation {statistics.pstdev(returns):.1f})."]
     if report["anchor"]:
         lines += ["", f"Published anchor: {report['anchor']}."]
     return "\n".join(lines)
@@ -70,6 +111,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--total-env-steps", type=int, default=None,
                         help="override the tuned example's total_env_steps")
+    parser.add_argument("--random-episodes", type=int, default=0,
+                        help="also play this many episodes of random actions (gymnasium "
+                             "envs)")
     parser.add_argument("--out-json", default=None)
     parser.add_argument("--out-md", default=None)
     args = parser.parse_args(argv)
@@ -85,6 +129,8 @@ def main(argv: list[str] | None = None) -> None:
                   "MUJOCO_GL=egl .venv/bin/python -m experiments.benchmarks.learn_pixels",
                   sys.argv[1:] if argv is None else argv), load_before),
               "env_id": args.env_id, "overrides": overrides, "runs": runs,
+              "random_play": (random_play(args.env_id, args.random_episodes, seed=0)
+                              if args.random_episodes else None),
               "anchor": ANCHORS.get(args.env_id.removesuffix("-cpu"))}
     harness.publish_report(report, markdown(report), args.out_json, args.out_md)
 
