@@ -159,3 +159,18 @@ def test_smoke_settings_cannot_go_to_the_results_file():
         learn_mujoco.main(["--learning-starts", "1000", "--dry-run"])
     with pytest.raises(SystemExit, match="--eval-episodes"):
         learn_mujoco.main(["--eval-episodes", "2", "--dry-run"])
+
+
+@pytest.mark.parametrize("task", list(learn_mujoco.TASKS))
+def test_the_crossq_examples_are_the_benchmarked_agent(task):
+    """jaxsac.tuned("<task>-crossq") trains what the benchmark measured as jaxsac-crossq:
+    every setting of the agent, on the task, over the benchmark's env steps."""
+    import jaxsac
+
+    config = jaxsac.tuned(f"{task}-crossq")
+    agent = learn_mujoco.AGENTS["jaxsac-crossq"].settings_for(task)
+    benchmarked = jaxsac.SACConfig.from_dict({**agent, "env_id": task})
+    for name in agent:
+        assert getattr(config, name) == getattr(benchmarked, name), name
+    assert (config.env_id, config.backend, config.total_env_steps) == (
+        task, "gymnasium", learn_mujoco.parse_args([]).total_env_steps)
