@@ -297,7 +297,12 @@ class SACConfig:
     eval_env_kwargs: JsonKwargs | None = setting(None, EVALUATION, check=Kwargs(optional=True))
     """The evaluation env's own arguments (None: env_kwargs)."""
     eval_episodes: int = setting(10, EVALUATION, check=Int(1))
-    """Episodes of each deterministic evaluation."""
+    """Episodes of each evaluation."""
+    eval_policy: Literal["mode", "sample"] = setting(
+        "mode", EVALUATION, check=Choice(("mode", "sample")))
+    """The actions evaluations take: "mode", the policy's deterministic action (tanh(μ),
+    the argmax for Discrete actions), or "sample", a draw from π(·|s) at every step (as
+    discrete SAC's near-uniform policies are often judged)."""
     eval_max_episode_steps: int = setting(10_000, EVALUATION, NOT_COMPILED, check=Int(1))
     """Gymnasium envs without a time limit of their own: steps after which an evaluation
     episode is cut (truncated), so an env that never ends one cannot stall the run."""

@@ -1,4 +1,5 @@
-"""Deterministic evaluation: full episodes of the policy's mode tanh(μ).
+"""Evaluation: full episodes of the policy's mode tanh(μ) (argmax for Discrete actions),
+or of draws from π(·|s) with `eval_policy="sample"`.
 
     returns = jaxsac.evaluate(config, actor_params, key, num_episodes=10)
 
@@ -20,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsac import connectors, envs
-from jaxsac.assembly import Assembly, act, assemble, deterministic_policy
+from jaxsac.assembly import Assembly, act, assemble, deterministic_policy, sampling_policy
 from jaxsac.config import SACConfig
 from jaxsac.envs import EnvDataError, EnvFailureError
 from jaxsac.frames import FrameStack
@@ -44,7 +45,8 @@ def evaluate_returns(assembly: Assembly, actor_params: Any, obs_stats: Any, key:
 
     def step(carry, step_key):
         env_states, stack, total, done = carry
-        action = act(assembly, actor_params, obs_stats, stack, step_key, deterministic=True)
+        action = act(assembly, actor_params, obs_stats, stack, jax.random.fold_in(step_key, 1),
+                     deterministic=assembly.module_config.eval_policy == "mode")
         action = assembly.actions.to_env(action).reshape(*batch_shape, *env.action_space.shape)
         env_states, obs, reward, terminated, truncated = jax.vmap(env.step)(
             env_states, action, jax.random.split(step_key, num_episodes))[:5]
@@ -69,9 +71,9 @@ class GymEvaluation(NamedTuple):
         `eval_max_episode_steps` (truncated there).
     timeout_s: `eval_timeout_s`, the wall-clock limit of one evaluation.
     max_env_restarts: the restart budget of a failing env, as in training.
-    policy_for: (ObsSpec, ModuleActions) -> the jitted deterministic policy
-        (actor_params, obs_stats, obs [B, ...]) -> module actions [B, ...] (obs seen
-        through the frame stack).
+    policy_for: (ObsSpec, ModuleActions) -> the policy evaluations act with,
+        (actor_params, obs_stats, obs [B, ...], key) -> module actions [B, ...] (obs seen
+        through the frame stack; `evaluation_policy`).
     frame_stack: `SACConfig.frame_stack`, the frames the policy sees.
     """
 
@@ -90,14 +92,25 @@ def gym_evaluation(config: SACConfig) -> GymEvaluation:
         envs.from_config(config, evaluation=True), config.eval_env[0],
         envs.time_limit(config, evaluation=True) or config.eval_max_episode_steps,
         config.eval_timeout_s, config.max_env_restarts,
-        functools.partial(deterministic_policy, config), config.frame_stack)
+        functools.partial(evaluation_policy, config), config.frame_stack)
+
+
+def evaluation_policy(config: SACConfig, obs: Any, actions: connectors.ModuleActions
+                      ) -> Callable:
+    """Jitted (actor_params, obs_stats, obs [B, ...], key) -> module actions [B, ...] of
+    `config.eval_policy`: the mode (the key unused) or a draw from π(·|s)."""
+    if config.eval_policy == "sample":
+        return sampling_policy(config, obs, actions)
+    mode = deterministic_policy(config, obs, actions)
+    return lambda actor_params, obs_stats, obs, key: mode(actor_params, obs_stats, obs)
 
 
 def evaluate_gymnasium(evaluation: GymEvaluation, actor_params: Any, key: jax.Array,
                        num_episodes: int, obs_stats: Any = None) -> np.ndarray:
-    """Returns [num_episodes] of the deterministic policy on gymnasium envs, one episode
-    per env, stepped on the host. obs_stats: the ObsNormState the policy normalizes with
-    (a fresh one, the identity without normalize_obs, when None).
+    """Returns [num_episodes] of the evaluation policy on gymnasium envs, one episode per
+    env, stepped on the host (step t's actions drawn with fold_in(fold_in(key, 1), t)).
+    obs_stats: the ObsNormState the policy normalizes with (a fresh one, the identity
+    without normalize_obs, when None).
 
     An episode ends at the env's own time limit, or for an env without one after
     `eval_max_episode_steps` steps (`evaluation.max_steps`; truncated there); episodes
@@ -111,6 +124,7 @@ def evaluate_gymnasium(evaluation: GymEvaluation, actor_params: Any, key: jax.Ar
     periodic evaluation cannot end a training run.
     """
     seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+    action_key = jax.random.fold_in(key, 1)
     total = np.zeros(num_episodes)
     finished = np.zeros(num_episodes, bool)
     dropped = np.zeros(num_episodes, bool)
@@ -135,7 +149,8 @@ def evaluate_gymnasium(evaluation: GymEvaluation, actor_params: Any, key: jax.Ar
                               "(eval_failures)", stacklevel=2)
                 dropped |= ~finished
                 break
-            action = policy(actor_params, obs_stats, spec.unpack(runner.acting_obs))
+            action = policy(actor_params, obs_stats, spec.unpack(runner.acting_obs),
+                            jax.random.fold_in(action_key, steps))
             step, _ = runner.unpack(runner.step_packed(action))
             steps += 1
             total += np.where(finished, 0.0, step.reward)
@@ -158,7 +173,8 @@ def _warn_dropped(error: Exception) -> None:
 
 def evaluate(config: SACConfig, actor_params: Any, key: jax.Array, num_episodes: int = 10,
              obs_stats: Any = None) -> np.ndarray:
-    """Returns [num_episodes] of the deterministic policy tanh(μ) on `config.env_id`
+    """Returns [num_episodes] of the policy (`config.eval_policy`: its mode tanh(μ), or
+    draws from π) on `config.env_id`
     ([num_agents, num_episodes] for a multi-agent env; NaN for a gymnasium episode
     dropped because its env failed, see `evaluate_gymnasium`).
 

@@ -31,7 +31,7 @@ from jaxsac.schedule import (
     warmup_iterations,
 )
 from jaxsac.train import train
-from tests.support.helpers import TINY, leaves_equal
+from tests.support.helpers import TINY, gymnasium_cartpole_lengths, leaves_equal
 
 
 @pytest.mark.parametrize(("learning_starts", "num_envs"), [(0, 1), (1, 1), (100, 1), (100, 8),
@@ -381,3 +381,21 @@ def test_a_repeated_train_compiles_nothing_and_every_period_shares_one_trace(mon
     assert other.metrics["env_steps"].tolist() == list(range(200, 1_601, 200))
 
 
+
+
+@pytest.mark.parametrize("backend", ["jax", "gymnasium"])
+def test_a_sampled_evaluation_draws_from_the_policy_and_the_mode_does_not(backend):
+    """An actor with every parameter zero is the uniform policy on CartPole-v1's two
+    actions: sampled, its returns are those of uniform random play in gymnasium; its mode
+    (the argmax, action 0 on a tie) is gymnasium's always-push-left episode."""
+    config = jaxsac.tuned("CartPole-v1", backend=backend)
+    learner = jaxsac.make_learner(config, 4, gymnasium.spaces.Discrete(2))
+    params = jax.tree.map(jnp.zeros_like, learner.init(jax.random.key(0)).actor_params)
+    key = jax.random.key(3)
+    sampled = jaxsac.evaluate(config.replace(eval_policy="sample"), params, key, 40)
+    uniform = gymnasium_cartpole_lengths(lambda rng: int(rng.integers(2)))
+    assert abs(sampled.mean() - uniform.mean()) < 3 * uniform.std() / np.sqrt(40), sampled
+    assert len(set(sampled.tolist())) > 5
+    mode = jaxsac.evaluate(config, params, key, 40)
+    left = gymnasium_cartpole_lengths(lambda rng: 0)
+    assert set(mode.tolist()) <= set(left.tolist()) and mode.max() <= left.max()

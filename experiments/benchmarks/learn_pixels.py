@@ -10,7 +10,7 @@ after another; each log period's deterministic evaluation return.
         --out-md docs/benchmarks/pixels_cartpole_swingup.md
 
     .venv/bin/python -m experiments.benchmarks.learn_pixels --env-id ALE/RoadRunner-v5 \
-        --seeds 0 --random-episodes 30
+        --seeds 0 --eval-policy sample --random-episodes 30
 
 The report gives, for every log period, each seed's evaluation return (the tuned
 example's `eval_episodes`) and their mean, the wall time of each run (compile and
@@ -22,7 +22,6 @@ actions through the same evaluation (`random_play`): the random-play baseline.
 from __future__ import annotations
 
 import argparse
-import itertools
 import statistics
 import sys
 import time
@@ -60,7 +59,7 @@ def run_seed(env_id: str, seed: int, overrides: dict[str, Any]) -> dict[str, Any
 def random_play(env_id: str, episodes: int, seed: int) -> list[float]:
     """Returns of `episodes` episodes of uniformly random actions on the tuned example of
     `env_id` (a gymnasium env), played through jaxsac's own evaluation on gymnasium envs
-    (its env, episode ends and frame stacks) with the deterministic policy replaced by
+    (its env, episode ends and frame stacks) with the policy replaced by
     the action adapter's uniform draw."""
     import jax
 
@@ -68,11 +67,8 @@ def random_play(env_id: str, episodes: int, seed: int) -> list[float]:
     from jaxsac import evaluation
 
     def random_policy_for(obs_spec, actions):
-        key, draws = jax.random.key(seed), itertools.count()
-
-        def policy(actor_params, obs_stats, obs):
-            rows = jax.tree.leaves(obs)[0].shape[0]
-            return actions.random(jax.random.fold_in(key, next(draws)), rows)
+        def policy(actor_params, obs_stats, obs, key):
+            return actions.random(key, jax.tree.leaves(obs)[0].shape[0])
         return policy
 
     setting = evaluation.gym_evaluation(jaxsac.tuned(env_id, seed=seed, backend="gymnasium"))
@@ -111,14 +107,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--total-env-steps", type=int, default=None,
                         help="override the tuned example's total_env_steps")
+    parser.add_argument("--eval-policy", choices=("mode", "sample"), default=None,
+                        help="override the tuned example's eval_policy")
     parser.add_argument("--random-episodes", type=int, default=0,
                         help="also play this many episodes of random actions (gymnasium "
                              "envs)")
     parser.add_argument("--out-json", default=None)
     parser.add_argument("--out-md", default=None)
     args = parser.parse_args(argv)
-    overrides = ({} if args.total_env_steps is None
-                 else {"total_env_steps": args.total_env_steps})
+    overrides = {name: value for name, value in (("total_env_steps", args.total_env_steps),
+                                                 ("eval_policy", args.eval_policy))
+                 if value is not None}
     load_before = harness.load_average()
     runs = []
     for seed in args.seeds:

@@ -71,3 +71,18 @@ def assert_counter_transitions_are_real(rows: dict[str, np.ndarray], not_a_start
     np.testing.assert_array_equal(next_obs[:, :2], obs[:, :2] + 1)
     np.testing.assert_array_equal(next_obs[:, 2], obs[:, 2])
     np.testing.assert_array_equal(rows["reward"][start], next_obs[:, 0])
+
+
+def gymnasium_cartpole_lengths(choose_action, episodes: int = 200) -> np.ndarray:
+    """Episode lengths (= returns) of gymnasium's own CartPole-v1 under `choose_action`."""
+    import gymnasium
+
+    env, rng, lengths = gymnasium.make("CartPole-v1"), np.random.default_rng(0), []
+    for episode in range(episodes):
+        env.reset(seed=episode)
+        steps, done = 0, False
+        while not done:
+            _, _, terminated, truncated, _ = env.step(choose_action(rng))
+            steps, done = steps + 1, terminated or truncated
+        lengths.append(steps)
+    return np.asarray(lengths)
