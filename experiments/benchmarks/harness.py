@@ -277,6 +277,18 @@ def image_batch(key: Any, batch_size: int, shape: tuple[int, int, int],
         obs=images(k[1]), next_obs=images(jax.random.fold_in(k[1], 1)))
 
 
+def field_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """Config fields from command-line items FIELD=JSON, e.g. ["learn_alpha=false",
+    "target_entropy_scale=0.89"] -> {"learn_alpha": False, "target_entropy_scale": 0.89}."""
+    overrides = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set item {item!r} is not FIELD=JSON")
+        overrides[name] = json.loads(value)
+    return overrides
+
+
 def learning_curve(env_id: str, seeds: int, root: int, **overrides: Any) -> dict[str, Any]:
     """Metrics [seeds, periods] (env steps, evaluation return, α, entropy) of the tuned
     `env_id` (with `overrides`) over `seeds` vmapped seeds, and "seconds": the wall time

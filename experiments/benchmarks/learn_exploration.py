@@ -13,7 +13,6 @@ program (compile included). The task counts as solved at a return of 90.
 from __future__ import annotations
 
 import argparse
-import json
 
 import numpy as np
 
@@ -31,8 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=JSON",
                         help="override fields of the tuned example, e.g. learn_alpha=false")
     args = parser.parse_args(argv)
-    overrides = {name: json.loads(value) for name, value in
-                 (item.split("=", 1) for item in args.set)}
+    overrides = harness.field_overrides(args.set)
     for beta in args.exponents:
         curve = harness.learning_curve("MountainCarContinuous-v0", args.seeds, args.root_key,
                                action_noise_exponent=beta, **overrides)

@@ -12,6 +12,9 @@ after another; each log period's deterministic evaluation return.
     .venv/bin/python -m experiments.benchmarks.learn_pixels --env-id ALE/RoadRunner-v5 \
         --seeds 0 --eval-policy sample --random-episodes 30
 
+    .venv/bin/python -m experiments.benchmarks.learn_pixels --env-id ALE/RoadRunner-v5 \
+        --seeds 0 --set target_entropy_scale=0.89
+
 The report gives, for every log period, each seed's evaluation return (the tuned
 example's `eval_episodes`) and their mean, the wall time of each run (compile and
 rendering included), and the published anchor of the task beside the last period. With
@@ -112,12 +115,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--random-episodes", type=int, default=0,
                         help="also play this many episodes of random actions (gymnasium "
                              "envs)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=JSON",
+                        help="override fields of the tuned example, e.g. "
+                             "target_entropy_scale=0.89")
     parser.add_argument("--out-json", default=None)
     parser.add_argument("--out-md", default=None)
     args = parser.parse_args(argv)
     overrides = {name: value for name, value in (("total_env_steps", args.total_env_steps),
                                                  ("eval_policy", args.eval_policy))
-                 if value is not None}
+                 if value is not None} | harness.field_overrides(args.set)
     load_before = harness.load_average()
     runs = []
     for seed in args.seeds:
