@@ -72,8 +72,8 @@ class GymEvaluation(NamedTuple):
     timeout_s: `eval_timeout_s`, the wall-clock limit of one evaluation.
     max_env_restarts: the restart budget of a failing env, as in training.
     policy_for: (ObsSpec, ModuleActions) -> the policy evaluations act with,
-        (actor_params, obs_stats, obs [B, ...], key) -> module actions [B, ...] (obs seen
-        through the frame stack; `evaluation_policy`).
+        (actor_params, obs_stats, obs [B, ...], key, step) -> module actions [B, ...]
+        (obs seen through the frame stack; `evaluation_policy`).
     frame_stack: `SACConfig.frame_stack`, the frames the policy sees.
     """
 
@@ -97,12 +97,15 @@ def gym_evaluation(config: SACConfig) -> GymEvaluation:
 
 def evaluation_policy(config: SACConfig, obs: Any, actions: connectors.ModuleActions
                       ) -> Callable:
-    """Jitted (actor_params, obs_stats, obs [B, ...], key) -> module actions [B, ...] of
-    `config.eval_policy`: the mode (the key unused) or a draw from π(·|s)."""
+    """Jitted (actor_params, obs_stats, obs [B, ...], key, step) -> module actions
+    [B, ...] of `config.eval_policy`: the mode (key and step unused) or a draw from
+    π(·|s) with the key fold_in(key, step), derived inside the program."""
     if config.eval_policy == "sample":
-        return sampling_policy(config, obs, actions)
+        sample = sampling_policy(config, obs, actions)
+        return jax.jit(lambda actor_params, obs_stats, obs, key, step: sample(
+            actor_params, obs_stats, obs, jax.random.fold_in(key, step)))
     mode = deterministic_policy(config, obs, actions)
-    return lambda actor_params, obs_stats, obs, key: mode(actor_params, obs_stats, obs)
+    return lambda actor_params, obs_stats, obs, key, step: mode(actor_params, obs_stats, obs)
 
 
 def evaluate_gymnasium(evaluation: GymEvaluation, actor_params: Any, key: jax.Array,
@@ -150,7 +153,7 @@ def evaluate_gymnasium(evaluation: GymEvaluation, actor_params: Any, key: jax.Ar
                 dropped |= ~finished
                 break
             action = policy(actor_params, obs_stats, spec.unpack(runner.acting_obs),
-                            jax.random.fold_in(action_key, steps))
+                            action_key, steps)
             step, _ = runner.unpack(runner.step_packed(action))
             steps += 1
             total += np.where(finished, 0.0, step.reward)

@@ -70,8 +70,9 @@ def random_play(env_id: str, episodes: int, seed: int) -> list[float]:
     from jaxsac import evaluation
 
     def random_policy_for(obs_spec, actions):
-        def policy(actor_params, obs_stats, obs, key):
-            return actions.random(key, jax.tree.leaves(obs)[0].shape[0])
+        def policy(actor_params, obs_stats, obs, key, step):
+            return actions.random(jax.random.fold_in(key, step),
+                                  jax.tree.leaves(obs)[0].shape[0])
         return policy
 
     setting = evaluation.gym_evaluation(jaxsac.tuned(env_id, seed=seed, backend="gymnasium"))
