@@ -198,8 +198,8 @@ class HostLoop:
         """The period's row (Python numbers): learner metrics averaged over the
         period's gradient steps, and a deterministic evaluation on fresh envs."""
         metrics = self._learner_metrics or [nan_learner_metrics()]
-        learner_metrics = {k: float(np.nanmean(np.concatenate(
-            [np.atleast_1d(np.asarray(m[k])) for m in metrics]))) for k in LEARNER_METRICS}
+        learner_metrics = {k: _mean_of_numbers(np.concatenate(
+            [np.atleast_1d(np.asarray(m[k])) for m in metrics])) for k in LEARNER_METRICS}
         self._learner_metrics = []
         config = self.assembly.module_config
         returns = evaluate_gymnasium(self._evaluation, state.learner.actor_params,
@@ -212,7 +212,13 @@ class HostLoop:
             grad_steps=int(state.learner.step),
             target_update_freq=config.target_network_update_freq,
             episodes={k: np.asarray(v).item() for k, v in state.episodes.summary().items()},
-            eval_return=float(np.mean(returns[~dropped])) if not dropped.all() else np.nan,
+            eval_return=_mean_of_numbers(returns),
             host_faults={"env_restarts": self.runner.num_env_restarts,
                          "env_runner_restarts": self.runner.num_env_runner_restarts,
                          "eval_failures": int(dropped.sum())})
+
+
+def _mean_of_numbers(values: np.ndarray) -> float:
+    """The mean of the non-NaN entries of `values`, NaN (without numpy's warning) when
+    there are none: a period of warm-up steps only has no gradient step to average."""
+    return float(np.nanmean(values)) if not np.isnan(values).all() else float("nan")

@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import shutil
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -176,6 +177,18 @@ def test_gymnasium_backend_trains_with_the_same_schedule(tmp_path):
     assert list((tmp_path / "tb").iterdir())
     lines = (tmp_path / "metrics.csv").read_text().splitlines()
     assert len(lines) == 4 and "eval_return" in lines[0]
+
+
+def test_a_gymnasium_period_of_warm_up_only_logs_nan_learner_metrics_without_warnings():
+    """No gradient step in the first period (learning_starts 300 > log_every 200): its
+    learner metrics are NaN (as on the JAX backend), without numpy's empty-mean warning."""
+    config = jaxsac.SACConfig(**{**TINY, "backend": "gymnasium", "learning_starts": 300,
+                                 "total_env_steps": 400})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        result = train(config, progress=False)
+    for name in ("qf_loss", "alpha"):
+        assert np.isnan(result.metrics[name][0]) and np.isfinite(result.metrics[name][1])
 
 
 def test_evaluate_jax_matches_a_gymnasium_rollout():
