@@ -98,7 +98,8 @@ class SACConfig:
     """Logical data shards S: each owns num_envs/S envs and a replay buffer of
     buffer_capacity/S steps, and gives batch_size/S samples to every gradient step
     (jaxsac.sharding). None: the size of the device mesh's "data" axis (1 on one device)."""
-    vectorization: Literal["sync", "async"] = setting("sync", RUNNERS, check=Choice(VECTORIZATIONS))
+    vectorization: Literal["sync", "async"] = setting("sync", RUNNERS, NOT_COMPILED,
+                                                      check=Choice(VECTORIZATIONS))
     """Gymnasium vector env: one process ("sync") or one process per env ("async")."""
     seed: int = setting(0, RUN, NOT_COMPILED, check=Int(0, 2**32 - 1))
     """Root seed: the run's key is jax.random.key(seed)."""
@@ -112,24 +113,25 @@ class SACConfig:
     """Env steps of the whole run (a multiple of log_every)."""
     learning_starts: int = setting(1_500, SCHEDULE, ENV_STEP_COUNT, check=Int(0))
     """Env steps of uniform random actions before the policy acts and learning starts."""
-    max_env_restarts: int = setting(3, RUNNERS, check=Int(0))
+    max_env_restarts: int = setting(3, RUNNERS, NOT_COMPILED, check=Int(0))
     """Consecutive failures of one gymnasium env that are rebuilt before the run stops."""
-    num_env_runners: int = setting(0, RUNNERS, check=Int(0))
+    num_env_runners: int = setting(0, RUNNERS, NOT_COMPILED, check=Int(0))
     """Gymnasium envs: Ray actors that step them, each with num_envs_per_env_runner envs
     and the acting policy on its own CPU (needs `pip install -e '.[ray]'`,
     docs/scaling.md); 0 steps them in this process."""
-    num_envs_per_env_runner: int | None = setting(None, RUNNERS)
+    num_envs_per_env_runner: int | None = setting(None, RUNNERS, NOT_COMPILED)
     """Envs of each remote runner; None: num_envs / num_env_runners (num_envs is always
     the total)."""
-    ray_address: str | None = setting(None, RUNNERS)
+    ray_address: str | None = setting(None, RUNNERS, NOT_COMPILED)
     """The Ray cluster remote runners join ("auto", "ray://head:10001", ...); None: the
     RAY_ADDRESS variable's, else a local Ray started for the run. Ignored when Ray is
     already initialized in this process."""
-    sample_timeout_s: float = setting(60.0, RUNNERS, check=Real(0.0, math.inf, open_low=True))
+    sample_timeout_s: float = setting(60.0, RUNNERS, NOT_COMPILED,
+                                      check=Real(0.0, math.inf, open_low=True))
     """Seconds the learner waits for each remote runner's block; a runner that takes
     longer is replaced, as one whose process died. Remote runners only: without them
     another value is refused (a step of this process's envs cannot be timed out)."""
-    max_env_runner_restarts: int = setting(10, RUNNERS, check=Int(0))
+    max_env_runner_restarts: int = setting(10, RUNNERS, NOT_COMPILED, check=Int(0))
     """Remote runners: replacements of one runner (its actor died or timed out) allowed
     in one `train` call; one more failure stops the run with an error, after a
     checkpoint."""
@@ -394,6 +396,17 @@ class SACConfig:
     @classmethod
     def from_json(cls, text: str) -> SACConfig:
         return cls.from_dict(json.loads(text))
+
+
+def program_config(config: SACConfig) -> SACConfig:
+    """The config that compiles the programs of `config`: its NOT_COMPILED fields at their
+    defaults (total_env_steps: the first log period past learning_starts, which keeps the
+    schedule valid). Configs that differ only in those fields compile the same programs,
+    so this is the key a process keeps them under."""
+    defaults = {f.name: f.default for f in dataclasses.fields(SACConfig)}
+    reset = {name: defaults[name] for name in fields_with(NOT_COMPILED)}
+    reset["total_env_steps"] = config.log_every * (config.learning_starts // config.log_every + 1)
+    return config.replace(**reset)
 
 
 def fields_with(role: str) -> tuple[str, ...]:

@@ -30,14 +30,23 @@ from jaxsac.assembly import (
     host_assembly,
     init_state,
     iteration_keys,
+    kept_programs_key,
 )
 from jaxsac.config import SACConfig
 from jaxsac.evaluation import evaluate_gymnasium, gym_evaluation
 from jaxsac.iteration import absorb
 from jaxsac.learner import METRICS as LEARNER_METRICS
 from jaxsac.metrics import nan_learner_metrics, period_row
+from jaxsac.networks import uses_builtin_networks
 from jaxsac.observations import ObsSpec
-from jaxsac.runners import EnvRunner, GymRunner, HostRunner, RayEnvRunners, random_act_fn
+from jaxsac.runners import (
+    EnvRunner,
+    GymRunner,
+    HostRunner,
+    PackedRows,
+    RayEnvRunners,
+    random_act_fn,
+)
 from jaxsac.schedule import Phase, iterations_per_period, segments
 
 ACTING = {Phase.WARMUP: "random", Phase.FIRST_UPDATE: "random", Phase.LEARN: "policy"}
@@ -59,7 +68,15 @@ def acting_functions(config: SACConfig, obs: ObsSpec | int,
     [T, ...]` with the iteration's acting key (raw_obs packed, `ObsSpec.pack`, of the
     ObsSpec `obs` seen through the config's frame stack, `Assembly.acting_spec`; an int
     d: flat [d]). Runners in other processes build theirs with
-    this function too (it is what `EnvRunner`'s `acting` factory calls)."""
+    this function too (it is what `EnvRunner`'s `acting` factory calls). Kept in the
+    process under `kept_programs_key(config)` unless a network is a registered one."""
+    if uses_builtin_networks(config):
+        return _kept_acting_functions(kept_programs_key(config), obs, actions)
+    return _acting_functions(config, obs, actions)
+
+
+def _acting_functions(config: SACConfig, obs: ObsSpec | int,
+                      actions: connectors.ModuleActions) -> dict[str, Callable]:
     assembly = host_assembly(config, obs, actions)
 
     def policy(actor_params, obs_stats, raw_obs, root, iteration):
@@ -71,6 +88,9 @@ def acting_functions(config: SACConfig, obs: ObsSpec | int,
         return random_act_fn(assembly.actions)(raw_obs, iteration_keys(root, iteration)[0])
 
     return {"policy": jax.jit(policy), "random": jax.jit(random)}
+
+
+_kept_acting_functions = functools.lru_cache(maxsize=8)(_acting_functions)
 
 
 def host_runner(config: SACConfig) -> HostRunner:
@@ -89,6 +109,58 @@ def host_runner(config: SACConfig) -> HostRunner:
         sample_timeout_s=config.sample_timeout_s,
         max_env_runner_restarts=config.max_env_runner_restarts, address=config.ray_address,
         frame_stack=config.frame_stack)
+
+
+class HostPrograms:
+    """The compiled programs of the gymnasium loop for one config and rows layout (see
+    `host_programs`).
+
+    init(key) -> the initial TrainState.
+    block(phase, size) -> jitted (state, rows [size, E, packed_width]) -> (state, learner
+        metrics [size]), the state donated (see `HostLoop.block`).
+    end_episodes(buffer, num_envs) -> the buffer with its running episodes ended.
+    """
+
+    def __init__(self, config: SACConfig, rows: PackedRows):
+        self.assembly = host_assembly(config, rows.obs_spec, rows.actions)
+        self.rows = rows
+        self.init = jax.jit(lambda key: init_state(self.assembly, key))
+        self.end_episodes = jax.jit(replay.end_episodes, static_argnums=1)
+        self._blocks: dict[tuple[Phase, int], Callable] = {}
+
+    def block(self, phase: Phase, size: int) -> Callable:
+        if (phase, size) not in self._blocks:
+            to_module = self.assembly.env_to_module
+
+            def run(state, rows):
+                steps, episodes = self.rows.unpack(rows)
+                # A failed row's next_obs repeats an observation: not one more.
+                obs_stats = jax.lax.scan(
+                    lambda stats, xs: (to_module.update(stats, *xs), None),
+                    state.runner, (steps.next_obs, ~steps.failed))[0]
+
+                def body(s, xs):
+                    return absorb(self.assembly, s, *xs, obs_stats, phase)
+                state, metrics = jax.lax.scan(body, state, (steps, episodes))
+                return state.replace(runner=obs_stats), metrics
+            self._blocks[phase, size] = jax.jit(run, donate_argnums=0)
+        return self._blocks[phase, size]
+
+
+def host_programs(config: SACConfig, rows: PackedRows) -> HostPrograms:
+    """The HostPrograms of `config` and `rows`, kept in the process under
+    `kept_programs_key(config)` when `rows` is jaxsac's own PackedRows: a resumed,
+    longer or otherwise repeated `train` (another seed, log or checkpoint folder, env
+    runners) compiles nothing again. A registered network's programs are built afresh."""
+    if uses_builtin_networks(config) and type(rows) is PackedRows:
+        return _kept_host_programs(kept_programs_key(config), rows.obs_spec, rows.actions)
+    return HostPrograms(config, rows)
+
+
+@functools.lru_cache(maxsize=8)
+def _kept_host_programs(config: SACConfig, obs: ObsSpec,
+                        actions: connectors.ModuleActions) -> HostPrograms:
+    return HostPrograms(config, PackedRows(obs, actions))
 
 
 class HostLoop:
@@ -115,13 +187,13 @@ class HostLoop:
                              "sample, resume_from, close and the fault counters)")
         self.runner = runner
         self.assembly = host_assembly(config, runner.rows.obs_spec, runner.rows.actions)
+        self.programs = host_programs(config, runner.rows)
         self._started = False
-        self._blocks: dict[tuple[Phase, int], Callable] = {}
         self._learner_metrics: list[dict[str, np.ndarray]] = []
         self._evaluation = gym_evaluation(self.assembly.module_config)
 
     def init(self, key: jax.Array) -> TrainState:
-        state = jax.jit(lambda key: init_state(self.assembly, key))(key)
+        state = self.programs.init(key)
         first_obs = self.assembly.obs_spec.unpack(jax.device_put(self.runner.raw_obs))
         return state.replace(runner=self.assembly.env_to_module.update(state.runner, first_obs))
 
@@ -133,22 +205,7 @@ class HostLoop:
         """Jitted (state, rows [size, E, packed_width]) -> (state, learner metrics [size]);
         the state is donated. The statistics in `state.runner` fold in the rows' next
         observations first; the block's gradient steps normalize with them."""
-        if (phase, size) not in self._blocks:
-            to_module = self.assembly.env_to_module
-
-            def run(state, rows):
-                steps, episodes = self.runner.rows.unpack(rows)
-                # A failed row's next_obs repeats an observation: not one more.
-                obs_stats = jax.lax.scan(
-                    lambda stats, xs: (to_module.update(stats, *xs), None),
-                    state.runner, (steps.next_obs, ~steps.failed))[0]
-
-                def body(s, xs):
-                    return absorb(self.assembly, s, *xs, obs_stats, phase)
-                state, metrics = jax.lax.scan(body, state, (steps, episodes))
-                return state.replace(runner=obs_stats), metrics
-            self._blocks[phase, size] = jax.jit(run, donate_argnums=0)
-        return self._blocks[phase, size]
+        return self.programs.block(phase, size)
 
     def run_period(self, state: TrainState, period: int):
         """One log period: its iterations block by block, then its metrics row."""
@@ -176,8 +233,8 @@ class HostLoop:
             return state
         last = jax.device_get(state.buffer.last_next_obs)
         self.runner.resume_from(np.asarray(self.assembly.obs_spec.pack(last)))
-        return state.replace(buffer=jax.jit(replay.end_episodes, static_argnums=1)(
-            state.buffer, self.runner.num_envs))
+        return state.replace(buffer=self.programs.end_episodes(state.buffer,
+                                                               self.runner.num_envs))
 
     def run(self, state: TrainState, phase: Phase, count: int) -> TrainState:
         """`count` iterations of `phase`, in blocks of at most host_block_steps."""

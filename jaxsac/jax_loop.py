@@ -11,7 +11,6 @@ state and one log period per call, with host work between them.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,7 +29,7 @@ from jaxsac.assembly import (
     iteration_keys,
     place,
 )
-from jaxsac.config import NOT_COMPILED, SWEEPABLE, SACConfig, fields_with
+from jaxsac.config import SWEEPABLE, SACConfig, fields_with, program_config
 from jaxsac.evaluation import evaluate_returns
 from jaxsac.iteration import learn, skip_learning, store
 from jaxsac.learner import Hyperparams
@@ -269,11 +268,7 @@ def kept_jax_loop(config: SACConfig, num_seeds: int, mesh: jax.sharding.Mesh) ->
             config.eval_env[0]) or not uses_builtin_networks(config):
         return JaxLoop(assemble(config, placement=sharding.placement(mesh)), num_seeds,
                        mesh, None)
-    defaults = {f.name: f.default for f in dataclasses.fields(SACConfig)}
-    reset = {name: defaults[name] for name in fields_with(NOT_COMPILED)}
-    reset["total_env_steps"] = config.log_every * (config.learning_starts // config.log_every + 1)
-    same_programs = config.replace(**reset)
-    return _cached_jax_loop(same_programs, num_seeds, mesh)
+    return _cached_jax_loop(program_config(config), num_seeds, mesh)
 
 
 @functools.lru_cache(maxsize=16)
