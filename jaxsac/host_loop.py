@@ -193,7 +193,10 @@ class HostLoop:
         self._evaluation = gym_evaluation(self.assembly.module_config)
 
     def init(self, key: jax.Array) -> TrainState:
-        state = self.programs.init(key)
+        # The key committed to its device commits the state there, as a state restored
+        # from a checkpoint is: the blocks compiled for a fresh run then serve a resumed one.
+        [device] = key.devices()
+        state = self.programs.init(jax.device_put(key, device))
         first_obs = self.assembly.obs_spec.unpack(jax.device_put(self.runner.raw_obs))
         return state.replace(runner=self.assembly.env_to_module.update(state.runner, first_obs))
 
