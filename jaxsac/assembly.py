@@ -19,7 +19,8 @@ import jax.numpy as jnp
 
 from jaxsac import agents, checks, connectors, envs, logger, noise, replay, sharding
 from jaxsac.agents import AgentLayout
-from jaxsac.config import SACConfig, program_config
+from jaxsac.compilation import program_config
+from jaxsac.config import SACConfig
 from jaxsac.frames import check_frame_stack
 from jaxsac.learner import Hyperparams, Learner, LearnerState, make_learner, stacked_learner
 from jaxsac.metrics import empty_episode_stats

@@ -30,6 +30,7 @@ the folder to reclaim the space.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import importlib.metadata
@@ -48,6 +49,7 @@ from jax.experimental import serialize_executable
 from jax.experimental.compilation_cache import compilation_cache
 
 from jaxsac import checks
+from jaxsac.config import NOT_COMPILED, SACConfig, fields_with
 
 CACHE_VARIABLE = "JAXSAC_CACHE_DIR"
 SWITCH_VARIABLE = "JAXSAC_COMPILATION_CACHE"
@@ -69,6 +71,17 @@ _chosen = False
 """Whether this process chose already (enable_cache, disable_cache, or the default)."""
 _enabled_dir: str | None = None
 """The folder `enable_cache` pointed JAX's cache at, None when it did not."""
+
+
+def program_config(config: SACConfig) -> SACConfig:
+    """The config that compiles the programs of `config`: its NOT_COMPILED fields at their
+    defaults (total_env_steps: the first log period past learning_starts, which keeps the
+    schedule valid). Configs that differ only in those fields compile the same programs,
+    so this is the key a process keeps them under."""
+    defaults = {f.name: f.default for f in dataclasses.fields(SACConfig)}
+    reset = {name: defaults[name] for name in fields_with(NOT_COMPILED)}
+    reset["total_env_steps"] = config.log_every * (config.learning_starts // config.log_every + 1)
+    return config.replace(**reset)
 
 
 def default_cache_dir() -> str:

@@ -398,17 +398,6 @@ class SACConfig:
         return cls.from_dict(json.loads(text))
 
 
-def program_config(config: SACConfig) -> SACConfig:
-    """The config that compiles the programs of `config`: its NOT_COMPILED fields at their
-    defaults (total_env_steps: the first log period past learning_starts, which keeps the
-    schedule valid). Configs that differ only in those fields compile the same programs,
-    so this is the key a process keeps them under."""
-    defaults = {f.name: f.default for f in dataclasses.fields(SACConfig)}
-    reset = {name: defaults[name] for name in fields_with(NOT_COMPILED)}
-    reset["total_env_steps"] = config.log_every * (config.learning_starts // config.log_every + 1)
-    return config.replace(**reset)
-
-
 def fields_with(role: str) -> tuple[str, ...]:
     """The SACConfig fields that have `role` (one of ROLES), in declaration order."""
     if role not in ROLES:

@@ -29,7 +29,8 @@ from jaxsac.assembly import (
     iteration_keys,
     place,
 )
-from jaxsac.config import SWEEPABLE, SACConfig, fields_with, program_config
+from jaxsac.compilation import program_config
+from jaxsac.config import SWEEPABLE, SACConfig, fields_with
 from jaxsac.evaluation import evaluate_returns
 from jaxsac.iteration import learn, skip_learning, store
 from jaxsac.learner import Hyperparams
