@@ -30,8 +30,8 @@ from jaxsac.assembly import (
     host_assembly,
     init_state,
     iteration_keys,
-    kept_programs_key,
 )
+from jaxsac.compilation import program_config
 from jaxsac.config import SACConfig
 from jaxsac.evaluation import evaluate_gymnasium, gym_evaluation
 from jaxsac.iteration import absorb
@@ -69,9 +69,9 @@ def acting_functions(config: SACConfig, obs: ObsSpec | int,
     ObsSpec `obs` seen through the config's frame stack, `Assembly.acting_spec`; an int
     d: flat [d]). Runners in other processes build theirs with
     this function too (it is what `EnvRunner`'s `acting` factory calls). Kept in the
-    process under `kept_programs_key(config)` unless a network is a registered one."""
+    process under `program_config(config)` unless a network is a registered one."""
     if uses_builtin_networks(config):
-        return _kept_acting_functions(kept_programs_key(config), obs, actions)
+        return _kept_acting_functions(program_config(config), obs, actions)
     return _acting_functions(config, obs, actions)
 
 
@@ -149,11 +149,11 @@ class HostPrograms:
 
 def host_programs(config: SACConfig, rows: PackedRows) -> HostPrograms:
     """The HostPrograms of `config` and `rows`, kept in the process under
-    `kept_programs_key(config)` when `rows` is jaxsac's own PackedRows: a resumed,
+    `program_config(config)` when `rows` is jaxsac's own PackedRows: a resumed,
     longer or otherwise repeated `train` (another seed, log or checkpoint folder, env
     runners) compiles nothing again. A registered network's programs are built afresh."""
     if uses_builtin_networks(config) and type(rows) is PackedRows:
-        return _kept_host_programs(kept_programs_key(config), rows.obs_spec, rows.actions)
+        return _kept_host_programs(program_config(config), rows.obs_spec, rows.actions)
     return HostPrograms(config, rows)
 
 
