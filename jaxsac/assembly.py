@@ -19,12 +19,10 @@ import jax.numpy as jnp
 
 from jaxsac import agents, checks, connectors, envs, logger, noise, replay, sharding
 from jaxsac.agents import AgentLayout
-from jaxsac.compilation import program_config
 from jaxsac.config import SACConfig
 from jaxsac.frames import check_frame_stack
 from jaxsac.learner import Hyperparams, Learner, LearnerState, make_learner, stacked_learner
 from jaxsac.metrics import empty_episode_stats
-from jaxsac.networks import uses_builtin_networks
 from jaxsac.observations import ObsSpec, obs_spec
 from jaxsac.replay import ReplayBuffer, ReplayState
 from jaxsac.return_scale import ReturnScaler, return_scaler
@@ -386,41 +384,23 @@ def noise_horizon(config: SACConfig) -> int:
     return horizon
 
 
-def kept_programs_key(config: SACConfig) -> SACConfig:
-    """The config the host programs of `config` are kept under in this process:
-    `program_config(config)` (a resumed or longer run shares them) when its networks
-    are jaxsac's own; `config` itself when it names a registered encoder or critic
-    family, whose code could be registered again under the same name."""
-    return program_config(config) if uses_builtin_networks(config) else config
-
-
+@functools.lru_cache(maxsize=16)
 def deterministic_policy(config: SACConfig, obs: ObsSpec | int,
                          actions: connectors.ModuleActions) -> Callable:
     """Jitted (actor_params, obs_stats, raw obs [B, ...]) -> the mode [B, *action
     shape] of one module of `config` (what evaluation on the host and `load_policy` act
     with)."""
-    return _deterministic_policy(kept_programs_key(config), obs, actions)
-
-
-@functools.lru_cache(maxsize=16)
-def _deterministic_policy(config: SACConfig, obs: ObsSpec | int,
-                          actions: connectors.ModuleActions) -> Callable:
     assembly = host_assembly(config, obs, actions)
     key = jax.random.key(0)  # unused by the deterministic action
     return jax.jit(lambda params, stats, obs: act(assembly, params, stats, obs, key,
                                                   deterministic=True))
 
 
+@functools.lru_cache(maxsize=16)
 def sampling_policy(config: SACConfig, obs: ObsSpec | int,
                     actions: connectors.ModuleActions) -> Callable:
     """Jitted (actor_params, obs_stats, raw obs [B, ...], key) -> actions [B, *action
     shape] drawn from π(·|s) of one module of `config` (white noise; each row its own
     draw), what `Policy.sample` acts with."""
-    return _sampling_policy(kept_programs_key(config), obs, actions)
-
-
-@functools.lru_cache(maxsize=16)
-def _sampling_policy(config: SACConfig, obs: ObsSpec | int,
-                     actions: connectors.ModuleActions) -> Callable:
     assembly = host_assembly(config, obs, actions)
     return jax.jit(lambda params, stats, obs, key: act(assembly, params, stats, obs, key))

@@ -101,17 +101,11 @@ def evaluation_policy(config: SACConfig, obs: Any, actions: connectors.ModuleAct
     [B, ...] of `config.eval_policy`: the mode (key and step unused) or a draw from
     π(·|s) with the key fold_in(key, step), derived inside the program."""
     if config.eval_policy == "sample":
-        return _drawn_at_step(sampling_policy(config, obs, actions))
+        sample = sampling_policy(config, obs, actions)
+        return jax.jit(lambda actor_params, obs_stats, obs, key, step: sample(
+            actor_params, obs_stats, obs, jax.random.fold_in(key, step)))
     mode = deterministic_policy(config, obs, actions)
     return lambda actor_params, obs_stats, obs, key, step: mode(actor_params, obs_stats, obs)
-
-
-@functools.lru_cache(maxsize=16)
-def _drawn_at_step(sample: Callable) -> Callable:
-    """`sample` (a `sampling_policy`) with the key of step t, fold_in(key, t), derived
-    in its program: one per sampling policy, so every evaluation reuses it."""
-    return jax.jit(lambda actor_params, obs_stats, obs, key, step: sample(
-        actor_params, obs_stats, obs, jax.random.fold_in(key, step)))
 
 
 def evaluate_gymnasium(evaluation: GymEvaluation, actor_params: Any, key: jax.Array,

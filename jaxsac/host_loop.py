@@ -31,13 +31,11 @@ from jaxsac.assembly import (
     init_state,
     iteration_keys,
 )
-from jaxsac.compilation import program_config
 from jaxsac.config import SACConfig
 from jaxsac.evaluation import evaluate_gymnasium, gym_evaluation
 from jaxsac.iteration import absorb
 from jaxsac.learner import METRICS as LEARNER_METRICS
 from jaxsac.metrics import nan_learner_metrics, period_row
-from jaxsac.networks import uses_builtin_networks
 from jaxsac.observations import ObsSpec
 from jaxsac.runners import (
     EnvRunner,
@@ -68,15 +66,7 @@ def acting_functions(config: SACConfig, obs: ObsSpec | int,
     [T, ...]` with the iteration's acting key (raw_obs packed, `ObsSpec.pack`, of the
     ObsSpec `obs` seen through the config's frame stack, `Assembly.acting_spec`; an int
     d: flat [d]). Runners in other processes build theirs with
-    this function too (it is what `EnvRunner`'s `acting` factory calls). Kept in the
-    process under `program_config(config)` unless a network is a registered one."""
-    if uses_builtin_networks(config):
-        return _kept_acting_functions(program_config(config), obs, actions)
-    return _acting_functions(config, obs, actions)
-
-
-def _acting_functions(config: SACConfig, obs: ObsSpec | int,
-                      actions: connectors.ModuleActions) -> dict[str, Callable]:
+    this function too (it is what `EnvRunner`'s `acting` factory calls)."""
     assembly = host_assembly(config, obs, actions)
 
     def policy(actor_params, obs_stats, raw_obs, root, iteration):
@@ -89,8 +79,6 @@ def _acting_functions(config: SACConfig, obs: ObsSpec | int,
 
     return {"policy": jax.jit(policy), "random": jax.jit(random)}
 
-
-_kept_acting_functions = functools.lru_cache(maxsize=8)(_acting_functions)
 
 
 def host_runner(config: SACConfig) -> HostRunner:
@@ -112,8 +100,7 @@ def host_runner(config: SACConfig) -> HostRunner:
 
 
 class HostPrograms:
-    """The compiled programs of the gymnasium loop for one config and rows layout (see
-    `host_programs`).
+    """The compiled programs of the gymnasium loop for one config and rows layout.
 
     init(key) -> the initial TrainState.
     block(phase, size) -> jitted (state, rows [size, E, packed_width]) -> (state, learner
@@ -147,22 +134,6 @@ class HostPrograms:
         return self._blocks[phase, size]
 
 
-def host_programs(config: SACConfig, rows: PackedRows) -> HostPrograms:
-    """The HostPrograms of `config` and `rows`, kept in the process under
-    `program_config(config)` when `rows` is jaxsac's own PackedRows: a resumed,
-    longer or otherwise repeated `train` (another seed, log or checkpoint folder, env
-    runners) compiles nothing again. A registered network's programs are built afresh."""
-    if uses_builtin_networks(config) and type(rows) is PackedRows:
-        return _kept_host_programs(program_config(config), rows.obs_spec, rows.actions)
-    return HostPrograms(config, rows)
-
-
-@functools.lru_cache(maxsize=8)
-def _kept_host_programs(config: SACConfig, obs: ObsSpec,
-                        actions: connectors.ModuleActions) -> HostPrograms:
-    return HostPrograms(config, PackedRows(obs, actions))
-
-
 class HostLoop:
     """Trains `config` on gymnasium envs stepped by `runner` (one seed; see
     `host_runner`).
@@ -187,7 +158,7 @@ class HostLoop:
                              "sample, resume_from, close and the fault counters)")
         self.runner = runner
         self.assembly = host_assembly(config, runner.rows.obs_spec, runner.rows.actions)
-        self.programs = host_programs(config, runner.rows)
+        self.programs = HostPrograms(config, runner.rows)
         self._started = False
         self._learner_metrics: list[dict[str, np.ndarray]] = []
         self._evaluation = gym_evaluation(self.assembly.module_config)

@@ -394,28 +394,6 @@ def test_a_repeated_train_compiles_nothing_and_every_period_shares_one_trace(mon
     assert other.metrics["env_steps"].tolist() == list(range(200, 1_601, 200))
 
 
-
-
-def test_a_repeated_gymnasium_train_compiles_nothing_again(tmp_path):
-    """The gymnasium loop keeps its programs (initial state, blocks, acting, evaluation)
-    for configs that differ only in NOT_COMPILED fields: another seed, length and env
-    restart budget compile nothing, the same config gives the same bits, and a run
-    resumed from a checkpoint compiles none of the loop's programs again."""
-    config = jaxsac.SACConfig(**{**TINY, "backend": "gymnasium", "total_env_steps": 400})
-    first = []
-    assert "run" in compiled_programs(lambda: first.append(train(config, progress=False)))
-    again = []
-    assert compiled_programs(lambda: again.append(train(config, progress=False))) == []
-    assert leaves_equal(first[0].metrics, again[0].metrics)
-    other = config.replace(seed=7, total_env_steps=600, max_env_restarts=5)
-    assert compiled_programs(lambda: train(other, progress=False)) == []
-    saved = other.replace(checkpoint_dir=str(tmp_path), checkpoint_every=200)
-    train(saved, progress=False)
-    names = compiled_programs(lambda: train(saved.replace(total_env_steps=800, resume=True),
-                                            progress=False))
-    assert not {"run", "policy", "random"} & set(names), names
-
-
 @pytest.mark.parametrize("backend", ["jax", "gymnasium"])
 def test_a_sampled_evaluation_draws_from_the_policy_and_the_mode_does_not(backend):
     """An actor with every parameter zero is the uniform policy on CartPole-v1's two
