@@ -246,6 +246,43 @@ def test_the_actor_and_every_critic_are_built_on_the_body(network, discrete):
                                    rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("discrete", [False, True], ids=["box", "discrete"])
+def test_the_simbav2_categorical_critic_reads_out_with_unit_norm_weights(discrete):
+    """SimbaV2's categorical value head: the logits are W_y (s_o ⊙ W_o h) + b with W_y
+    unit-norm and b starting at 0 (the ensemble's critics keep a Dense readout); checked
+    against NumPy with perturbed parameters, W_y put back on the sphere by the projection."""
+    config = SACConfig(network="simbav2", critic="categorical", hidden_sizes=(8, 8), num_q=2,
+                       num_atoms=11, v_min=-5.0, v_max=5.0)
+    actions = DiscreteActions(3) if discrete else module_actions(ACT_DIM, "test")
+    head = policy_head(actions, config, OBS_DIM)
+    obs = np.random.default_rng(0).normal(size=(5, OBS_DIM))
+    action = np.random.default_rng(1).uniform(-1, 1, size=(5, ACT_DIM))
+
+    @jax.jit
+    def logits(key):
+        _, critic_params = head.init(key, OBS_DIM)
+        start = critic_params
+        critic_params = project_unit_kernels(perturbed(critic_params, jax.random.key(7)))
+        out = head.critic.apply(critic_params, jnp.asarray(obs, jnp.float32),
+                                None if discrete else jnp.asarray(action, jnp.float32))
+        return start, critic_params, out
+
+    start, critic_params, out = logits(jax.random.key(0))
+    stacked = next(iter(critic_params["params"].values()))
+    assert "Dense_0" not in stacked and not np.asarray(
+        next(iter(start["params"].values()))["readout_bias"]).any()
+    readout_kernel = numpy_networks.ordered(stacked, "UnitDense")[-1]["unit_kernel"]
+    outputs = 11 * (3 if discrete else 1)
+    assert readout_kernel.shape == (2, 8, outputs)
+    np.testing.assert_allclose(np.linalg.norm(readout_kernel, axis=-2), 1.0, rtol=2e-6)
+    x = obs if discrete else np.concatenate([obs, action], axis=-1)
+    for i in range(2):
+        own = jax.tree.map(lambda p, i=i: np.asarray(p)[i], stacked)
+        expected = numpy_networks.simbav2(own, x, 8, 2, unit_readout=True)
+        np.testing.assert_allclose(out[i], expected.reshape(out[i].shape), rtol=1e-4,
+                                   atol=1e-4)
+
+
 def test_simbav2_weights_stay_on_the_sphere_through_updates():
     """After each optimizer step every SimbaV2 weight column of the actor and the
     critics has norm 1, and the weights did move."""

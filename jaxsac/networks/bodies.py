@@ -107,14 +107,17 @@ class SimbaV2Body(Body):
 
         embed   h = norm(s_e ⊙ W_e norm([x; c_shift]))
         block   h̃ = norm(W_2 (act(s_1 ⊙ W_1 h) + ε)),  h ← norm(h + α ⊙ (h̃ − h))
-        readout y = Dense(s_o ⊙ W_o h)
+        readout y = Dense(s_o ⊙ W_o h)             (unit_readout: W_y (s_o ⊙ W_o h) + b)
 
     norm: l2 normalization; W: UnitDense (no bias, unit-norm columns), W_1 4w wide;
     s: Scalers (initial √(2/w), √(2/(4w)) for s_1), α the LERP's learnable interpolation
     (initial 1/(L+1), stored at scale 1/√w). The readout Dense is an ordinary layer with
-    a bias: SimbaV2 bounds its output with reward scaling and a categorical head, which
-    jaxsac leaves to the critic family. `layer_norm` is not read.
-    x [..., in] -> [..., out_dim]."""
+    a bias, so a scalar output (a Q-value, a quantile, a mean action) is unbounded.
+    `unit_readout`: the last layer is SimbaV2's own, a UnitDense to out_dim (no scaler)
+    plus a bias starting at 0, as in its categorical value head, where the outputs are
+    logits. `layer_norm` is not read. x [..., in] -> [..., out_dim]."""
+
+    unit_readout: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -132,6 +135,9 @@ class SimbaV2Body(Body):
             alpha = Scaler(width, 1.0 / (depth + 1), 1.0 / width ** 0.5)
             h = l2_normalize(h + alpha(update - h))
         readout = Scaler(width, s_init, s_init)(UnitDense(width)(h))
+        if self.unit_readout:
+            bias = self.param("readout_bias", nn.initializers.zeros, (self.out_dim,))
+            return UnitDense(self.out_dim)(readout) + bias
         return nn.Dense(self.out_dim, kernel_init=KERNEL_INIT)(readout)
 
 

@@ -89,7 +89,8 @@ class QEnsemble(nn.Module):
     activation. `encoder`: a flax module obs -> features the N critics share (None: the
     flat features, `encoders.encode`). `outputs`:
     0 for one value per action, K for K values (quantiles, logits), a trailing axis
-    [N, B(, |A|), K]. `network`: each critic's body by name (jaxsac.networks.bodies).
+    [N, B(, |A|), K]. `network`: each critic's body by name (jaxsac.networks.bodies);
+    `unit_readout`: its SimbaV2 last layer is a unit-norm one (`SimbaV2Body`).
 
     The parameters are those of `nn.vmap(body)` (`nn.vmap(MLP)` by default): created by
     it, so each critic has its own initial draw, and stacked along axis 0 (the layout of
@@ -106,6 +107,7 @@ class QEnsemble(nn.Module):
     encoder: nn.Module | None = None
     outputs: int = 0
     network: str = "mlp"
+    unit_readout: bool = False
 
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array | None = None) -> jax.Array:
@@ -114,6 +116,7 @@ class QEnsemble(nn.Module):
         out_dim = (self.num_actions or 1) * max(self.outputs, 1)
         mlp_fields = (self.hidden_sizes, out_dim, self.activation, self.layer_norm)
         body = BODIES[self.network]
+        readout = {"unit_readout": True} if self.unit_readout else {}
         critics = nn.vmap(
             body,
             variable_axes={"params": 0},
@@ -121,7 +124,7 @@ class QEnsemble(nn.Module):
             in_axes=None,
             out_axes=0,
             axis_size=self.num_q,
-        )(*mlp_fields)
+        )(*mlp_fields, **readout)
         if self.is_initializing() or not self.layer_norm:
             q = critics(x)
         else:
@@ -130,7 +133,7 @@ class QEnsemble(nn.Module):
             if held != self.num_q:
                 raise ValueError(f"QEnsemble(num_q={self.num_q}) was given the parameters "
                                  f"of {held} critics")
-            critic = body(*mlp_fields, parent=None)  # unbound: applied to each slice
+            critic = body(*mlp_fields, **readout, parent=None)  # unbound: applied to each slice
             q = jnp.stack([
                 critic.apply({"params": jax.tree.map(lambda p, i=i: p[i], stacked)}, x)
                 for i in range(self.num_q)])

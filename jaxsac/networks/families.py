@@ -24,10 +24,11 @@ family."""
 
 
 def _critic_networks(settings: NetworkSettings, num_actions: int, encoder: Any,
-                     outputs: int = 0) -> QEnsemble:
+                     outputs: int = 0, unit_readout: bool = False) -> QEnsemble:
     """The config's `num_q` critics with `outputs` values per action (0: one Q-value)."""
     return QEnsemble(settings.num_q, settings.hidden_sizes, settings.activation, num_actions,
-                     settings.critic_layer_norm, encoder, outputs, settings.network)
+                     settings.critic_layer_norm, encoder, outputs, settings.network,
+                     unit_readout)
 
 
 def _ensemble(settings: NetworkSettings, num_actions: int, encoder: Any) -> EnsembleCritic:
@@ -48,8 +49,10 @@ def _tqc(settings: NetworkSettings, num_actions: int, encoder: Any) -> TQCCritic
 
 def _categorical(settings: NetworkSettings, num_actions: int, encoder: Any
                  ) -> CategoricalCritic:
-    return CategoricalCritic(_critic_networks(settings, num_actions, encoder, settings.num_atoms),
-                             settings.v_min, settings.v_max, settings.categorical_target,
+    # SimbaV2's categorical value head: unit-norm weights to the logits, plus a bias.
+    networks = _critic_networks(settings, num_actions, encoder, settings.num_atoms,
+                                unit_readout=settings.network == "simbav2")
+    return CategoricalCritic(networks, settings.v_min, settings.v_max, settings.categorical_target,
                              settings.hl_gauss_sigma)
 
 

@@ -58,12 +58,16 @@ def unit_columns(kernel: np.ndarray) -> np.ndarray:
     return np.swapaxes(unit(np.swapaxes(f64(kernel), -1, -2)), -1, -2)
 
 
-def simbav2(params: dict, x: np.ndarray, width: int, blocks: int) -> np.ndarray:
+def simbav2(params: dict, x: np.ndarray, width: int, blocks: int,
+            unit_readout: bool = False) -> np.ndarray:
     """SimbaV2's body (Lee et al. 2025): embedding of [x; 3] on the sphere, `blocks` LERP
     blocks with a 4·width inverted bottleneck, scaled readout. A scaler's value is its
     stored parameter times initial/scale: 1 for every scaler but the LERP's α, whose
-    initial value is 1/(blocks + 1) and whose stored value starts at 1/√width."""
+    initial value is 1/(blocks + 1) and whose stored value starts at 1/√width.
+    `unit_readout`: the last layer is the last unit-norm kernel plus `readout_bias`
+    (SimbaV2's categorical value head) instead of a Dense."""
     kernels = [f64(p["unit_kernel"]) for p in ordered(params, "UnitDense")]
+    last = kernels.pop() if unit_readout else None
     scalers = [f64(p["scaler"]) for p in ordered(params, "Scaler")]
     alpha_ratio = (1.0 / (blocks + 1)) / (1.0 / np.sqrt(width))
     x = unit(np.concatenate([x, np.full(x.shape[:-1] + (1,), 3.0)], axis=-1))
@@ -73,6 +77,8 @@ def simbav2(params: dict, x: np.ndarray, width: int, blocks: int) -> np.ndarray:
         update = unit(inner @ kernels[2 + 2 * b])
         h = unit(h + alpha_ratio * scalers[2 + 2 * b] * (update - h))
     readout = scalers[-1] * (h @ kernels[-1])
+    if unit_readout:
+        return readout @ last + f64(params["readout_bias"])
     return dense(readout, params["Dense_0"])
 
 
