@@ -21,9 +21,9 @@ CI_LEARNING_STEPS = 6_000
 own: RLlib's bars say "within N env steps" and these runs stop earlier and ask for the
 bar there."""
 LONGEST_TESTS = ("test_the_readme_python_examples_run_as_written",
-                 "test_four_device_checkpoints_restore_on_one_device_and_equal_two_processes_of_two",
                  "test_a_resumed_run_with_remote_runners_is_the_resumed_local_run",
-                 "test_tuned_cartpole_five_seeds_vmapped_reach_the_bar")
+                 "test_tuned_cartpole_five_seeds_vmapped_reach_the_bar",
+                 "test_tuned_pendulum_from_pixels_three_seeds_vmapped_reach_the_bar")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -114,6 +114,7 @@ def assert_same_learner(got, expected) -> None:
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=TOLERANCE)
 
 
+@pytest.mark.long  # three child processes, each compiling its mesh's programs: 2+ minutes
 def test_four_device_checkpoints_restore_on_one_device_and_equal_two_processes_of_two(
         tmp_path, jax_cache):
     """One 4-device run's checkpoints (a child process each: it takes a minute) are
