@@ -212,21 +212,31 @@ def test_a_body_matches_numpy(network, body):
                                rtol=1e-4, atol=1e-4)
 
 
+def head_and_batch(config: SACConfig, num_actions: int):
+    """(the policy head of `config` for Discrete(num_actions) actions, or Box actions of
+    ACT_DIM when 0; observations [5, OBS_DIM]; Box actions [5, ACT_DIM])."""
+    actions = DiscreteActions(num_actions) if num_actions else module_actions(ACT_DIM, "test")
+    obs = np.random.default_rng(0).normal(size=(5, OBS_DIM))
+    action = np.random.default_rng(1).uniform(-1, 1, size=(5, ACT_DIM))
+    return policy_head(actions, config, OBS_DIM), obs, action
+
+
+def critic_outputs(head, critic_params, obs: np.ndarray, action: np.ndarray, discrete: bool):
+    return head.critic.apply(critic_params, jnp.asarray(obs, jnp.float32),
+                             None if discrete else jnp.asarray(action, jnp.float32))
+
+
 @pytest.mark.parametrize("network", ["bro", "simbav2"])
 @pytest.mark.parametrize("discrete", [False, True], ids=["box", "discrete"])
 def test_the_actor_and_every_critic_are_built_on_the_body(network, discrete):
     config = SACConfig(network=network, hidden_sizes=(8, 8), num_q=3)
-    actions = DiscreteActions(4) if discrete else module_actions(ACT_DIM, "test")
-    head = policy_head(actions, config, OBS_DIM)
-    obs = np.random.default_rng(0).normal(size=(5, OBS_DIM))
-    action = np.random.default_rng(1).uniform(-1, 1, size=(5, ACT_DIM))
+    head, obs, action = head_and_batch(config, 4 if discrete else 0)
 
     @jax.jit
     def outputs(key):
         actor_params, critic_params = head.init(key, OBS_DIM)
         out = head.actor.apply(actor_params, jnp.asarray(obs, jnp.float32))
-        q = head.critic.apply(critic_params, jnp.asarray(obs, jnp.float32),
-                              None if discrete else jnp.asarray(action, jnp.float32))
+        q = critic_outputs(head, critic_params, obs, action, discrete)
         return actor_params, critic_params, out, q
 
     actor_params, critic_params, got, q = outputs(jax.random.key(0))
@@ -253,18 +263,14 @@ def test_the_simbav2_categorical_critic_reads_out_with_unit_norm_weights(discret
     against NumPy with perturbed parameters, W_y put back on the sphere by the projection."""
     config = SACConfig(network="simbav2", critic="categorical", hidden_sizes=(8, 8), num_q=2,
                        num_atoms=11, v_min=-5.0, v_max=5.0)
-    actions = DiscreteActions(3) if discrete else module_actions(ACT_DIM, "test")
-    head = policy_head(actions, config, OBS_DIM)
-    obs = np.random.default_rng(0).normal(size=(5, OBS_DIM))
-    action = np.random.default_rng(1).uniform(-1, 1, size=(5, ACT_DIM))
+    head, obs, action = head_and_batch(config, 3 if discrete else 0)
 
     @jax.jit
     def logits(key):
         _, critic_params = head.init(key, OBS_DIM)
         start = critic_params
         critic_params = project_unit_kernels(perturbed(critic_params, jax.random.key(7)))
-        out = head.critic.apply(critic_params, jnp.asarray(obs, jnp.float32),
-                                None if discrete else jnp.asarray(action, jnp.float32))
+        out = critic_outputs(head, critic_params, obs, action, discrete)
         return start, critic_params, out
 
     start, critic_params, out = logits(jax.random.key(0))
