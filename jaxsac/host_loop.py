@@ -41,7 +41,6 @@ from jaxsac.runners import (
     EnvRunner,
     GymRunner,
     HostRunner,
-    PackedRows,
     RayEnvRunners,
     random_act_fn,
 )
@@ -80,7 +79,6 @@ def acting_functions(config: SACConfig, obs: ObsSpec | int,
     return {"policy": jax.jit(policy), "random": jax.jit(random)}
 
 
-
 def host_runner(config: SACConfig) -> HostRunner:
     """The env runner of a gymnasium run: its `num_envs` envs in this process, or spread
     over `num_env_runners` Ray actors."""
@@ -97,41 +95,6 @@ def host_runner(config: SACConfig) -> HostRunner:
         sample_timeout_s=config.sample_timeout_s,
         max_env_runner_restarts=config.max_env_runner_restarts, address=config.ray_address,
         frame_stack=config.frame_stack)
-
-
-class HostPrograms:
-    """The compiled programs of the gymnasium loop for one config and rows layout.
-
-    init(key) -> the initial TrainState.
-    block(phase, size) -> jitted (state, rows [size, E, packed_width]) -> (state, learner
-        metrics [size]), the state donated (see `HostLoop.block`).
-    end_episodes(buffer, num_envs) -> the buffer with its running episodes ended.
-    """
-
-    def __init__(self, config: SACConfig, rows: PackedRows):
-        self.assembly = host_assembly(config, rows.obs_spec, rows.actions)
-        self.rows = rows
-        self.init = jax.jit(lambda key: init_state(self.assembly, key))
-        self.end_episodes = jax.jit(replay.end_episodes, static_argnums=1)
-        self._blocks: dict[tuple[Phase, int], Callable] = {}
-
-    def block(self, phase: Phase, size: int) -> Callable:
-        if (phase, size) not in self._blocks:
-            to_module = self.assembly.env_to_module
-
-            def run(state, rows):
-                steps, episodes = self.rows.unpack(rows)
-                # A failed row's next_obs repeats an observation: not one more.
-                obs_stats = jax.lax.scan(
-                    lambda stats, xs: (to_module.update(stats, *xs), None),
-                    state.runner, (steps.next_obs, ~steps.failed))[0]
-
-                def body(s, xs):
-                    return absorb(self.assembly, s, *xs, obs_stats, phase)
-                state, metrics = jax.lax.scan(body, state, (steps, episodes))
-                return state.replace(runner=obs_stats), metrics
-            self._blocks[phase, size] = jax.jit(run, donate_argnums=0)
-        return self._blocks[phase, size]
 
 
 class HostLoop:
@@ -158,16 +121,18 @@ class HostLoop:
                              "sample, resume_from, close and the fault counters)")
         self.runner = runner
         self.assembly = host_assembly(config, runner.rows.obs_spec, runner.rows.actions)
-        self.programs = HostPrograms(config, runner.rows)
+        self._init = jax.jit(lambda key: init_state(self.assembly, key))
+        self._end_episodes = jax.jit(replay.end_episodes, static_argnums=1)
+        self._blocks: dict[tuple[Phase, int], Callable] = {}
         self._started = False
         self._learner_metrics: list[dict[str, np.ndarray]] = []
         self._evaluation = gym_evaluation(self.assembly.module_config)
 
     def init(self, key: jax.Array) -> TrainState:
         # The key committed to its device commits the state there, as a state restored
-        # from a checkpoint is: the blocks compiled for a fresh run then serve a resumed one.
+        # from a checkpoint is: both are the same arguments to the blocks.
         [device] = key.devices()
-        state = self.programs.init(jax.device_put(key, device))
+        state = self._init(jax.device_put(key, device))
         first_obs = self.assembly.obs_spec.unpack(jax.device_put(self.runner.raw_obs))
         return state.replace(runner=self.assembly.env_to_module.update(state.runner, first_obs))
 
@@ -179,7 +144,22 @@ class HostLoop:
         """Jitted (state, rows [size, E, packed_width]) -> (state, learner metrics [size]);
         the state is donated. The statistics in `state.runner` fold in the rows' next
         observations first; the block's gradient steps normalize with them."""
-        return self.programs.block(phase, size)
+        if (phase, size) not in self._blocks:
+            to_module = self.assembly.env_to_module
+
+            def run(state, rows):
+                steps, episodes = self.runner.rows.unpack(rows)
+                # A failed row's next_obs repeats an observation: not one more.
+                obs_stats = jax.lax.scan(
+                    lambda stats, xs: (to_module.update(stats, *xs), None),
+                    state.runner, (steps.next_obs, ~steps.failed))[0]
+
+                def body(s, xs):
+                    return absorb(self.assembly, s, *xs, obs_stats, phase)
+                state, metrics = jax.lax.scan(body, state, (steps, episodes))
+                return state.replace(runner=obs_stats), metrics
+            self._blocks[phase, size] = jax.jit(run, donate_argnums=0)
+        return self._blocks[phase, size]
 
     def run_period(self, state: TrainState, period: int):
         """One log period: its iterations block by block, then its metrics row."""
@@ -207,8 +187,7 @@ class HostLoop:
             return state
         last = jax.device_get(state.buffer.last_next_obs)
         self.runner.resume_from(np.asarray(self.assembly.obs_spec.pack(last)))
-        return state.replace(buffer=self.programs.end_episodes(state.buffer,
-                                                               self.runner.num_envs))
+        return state.replace(buffer=self._end_episodes(state.buffer, self.runner.num_envs))
 
     def run(self, state: TrainState, phase: Phase, count: int) -> TrainState:
         """`count` iterations of `phase`, in blocks of at most host_block_steps."""
